@@ -1,0 +1,118 @@
+"""Checkpoints: atomic writes, safe loads, and finding the checkpoint a command should use.
+
+A checkpoint is a plain dict of tensors, numbers, strings and lists, so it loads with
+`torch.load(weights_only=True)`: a checkpoint from a stranger cannot run code.
+"""
+
+from __future__ import annotations
+
+import os
+import pickle
+import tempfile
+import zipfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from nmt.config import Config, config_from_dict
+from nmt.errors import CheckpointError, ConfigError
+from nmt.model import Seq2Seq, build_model
+from nmt.vocab import Vocab
+
+RUNS_DIR = Path("runs")
+BEST, LAST = "best.pt", "last.pt"
+
+
+def atomic_save(obj: Any, path: Path) -> None:
+    """Write to a temporary file in the same folder, fsync, then rename over `path`.
+
+    A crash or a full disk mid-save leaves the previous file at `path` untouched.
+    """
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            torch.save(obj, f)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def save_checkpoint(path: Path, model: Seq2Seq, optimizer: torch.optim.Optimizer | None, cfg: Config,
+                    src_vocab: Vocab, tgt_vocab: Vocab, progress: dict[str, Any]) -> None:
+    atomic_save({
+        "model": model.state_dict(),
+        "optimizer": optimizer.state_dict() if optimizer is not None else None,
+        "config": cfg.to_dict(),
+        "src_vocab": src_vocab.itos,
+        "tgt_vocab": tgt_vocab.itos,
+        "progress": progress,  # step, epoch, best validation score, ...
+    }, path)
+
+
+@dataclass
+class LoadedModel:
+    model: Seq2Seq
+    cfg: Config
+    src_vocab: Vocab
+    tgt_vocab: Vocab
+    path: Path
+    state: dict[str, Any]
+
+
+def resolve_checkpoint(checkpoint: str | Path | None, runs_dir: Path = RUNS_DIR) -> Path:
+    """A checkpoint file, a run directory (its best.pt), or by default the newest run's best.pt."""
+    if checkpoint is None:
+        runs = sorted((p for p in runs_dir.glob(f"*/{BEST}")), key=lambda p: p.stat().st_mtime)
+        if not runs:
+            raise CheckpointError(f"no trained model found under {runs_dir}/: train first "
+                                  f"(nmt train) or pass --checkpoint PATH")
+        return runs[-1]
+    path = Path(checkpoint)
+    if path.is_dir():
+        for name in (BEST, LAST):
+            if (path / name).is_file():
+                return path / name
+        raise CheckpointError(f"{path}: no {BEST} or {LAST} in this run directory: train first")
+    if not path.is_file():
+        raise CheckpointError(f"checkpoint not found: {path}: train first or pass an existing "
+                              f"checkpoint file or run directory")
+    return path
+
+
+def read_checkpoint(path: Path) -> dict[str, Any]:
+    try:
+        state = torch.load(path, map_location="cpu", weights_only=True)
+    except pickle.UnpicklingError as e:
+        first = str(e).strip().splitlines()[0] if str(e).strip() else "unsafe content"
+        raise CheckpointError(f"{path}: refused to load: not a plain nmt checkpoint ({first[:200]})") from None
+    except (RuntimeError, EOFError, OSError, zipfile.BadZipFile, ValueError) as e:
+        raise CheckpointError(f"{path}: corrupt or truncated checkpoint ({str(e).strip()[:200]})") from None
+    required = {"model", "config", "src_vocab", "tgt_vocab"}
+    if not isinstance(state, dict) or not required <= set(state):
+        raise CheckpointError(f"{path}: not an nmt checkpoint (expected keys {sorted(required)})")
+    return state
+
+
+def load_model(checkpoint: str | Path | None, device: torch.device = torch.device("cpu")) -> LoadedModel:
+    """Rebuild the model from the checkpoint alone (its config and vocabularies travel inside it)."""
+    path = resolve_checkpoint(checkpoint)
+    state = read_checkpoint(path)
+    try:
+        cfg = config_from_dict(state["config"])
+        src_vocab, tgt_vocab = Vocab(state["src_vocab"]), Vocab(state["tgt_vocab"])
+    except (ConfigError, ValueError) as e:
+        raise CheckpointError(f"{path}: its config or vocabulary is invalid ({e})") from None
+    model = build_model(cfg.model, src_vocab, tgt_vocab)
+    try:
+        model.load_state_dict(state["model"])
+    except RuntimeError as e:
+        detail = str(e).strip().splitlines()
+        raise CheckpointError(f"{path}: weights do not fit the model in its config "
+                              f"({detail[1].strip() if len(detail) > 1 else detail[0]})") from None
+    model.to(device).eval()
+    return LoadedModel(model, cfg, src_vocab, tgt_vocab, path, state)

@@ -1,0 +1,213 @@
+"""Typed, validated configuration: one frozen dataclass per YAML section.
+
+Unknown keys, missing required keys, wrong types and out-of-range values all raise
+`ConfigError` with the dotted key and the file, so a typo never silently keeps a default.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import types
+import typing
+from dataclasses import dataclass, field, fields
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from nmt.errors import ConfigError
+
+D2L_URL = "http://d2l-data.s3-accelerate.amazonaws.com/fra-eng.zip"
+D2L_SHA1 = "94646ad1522d915e7b0f9296181140edcf86a4f5"
+ATTENTION_TYPES = ("additive", "dot")
+DEVICES = ("auto", "cpu", "cuda")
+
+
+def _positive(section: str, **values: float) -> None:
+    for key, value in values.items():
+        if value <= 0:
+            raise ConfigError(f"{section}.{key} must be > 0 (got {value})")
+
+
+def _non_negative(section: str, **values: float) -> None:
+    for key, value in values.items():
+        if value < 0:
+            raise ConfigError(f"{section}.{key} must be >= 0 (got {value})")
+
+
+@dataclass(frozen=True)
+class DataConfig:
+    path: str | None = None  # zip or fra.txt; None: $NMT_CORPUS, then data/fra-eng.zip, then download
+    url: str = D2L_URL
+    sha1: str = D2L_SHA1  # checksum of the downloaded zip
+    num_pairs: int | None = None  # keep only the first N lines of the corpus (d2l's num_examples)
+    max_len: int = 20  # tokens per side including <eos>; longer training pairs are dropped
+    min_freq: int = 2
+
+    def __post_init__(self) -> None:
+        _positive("data", min_freq=self.min_freq)
+        if self.num_pairs is not None:
+            _positive("data", num_pairs=self.num_pairs)
+        if self.max_len < 2:
+            raise ConfigError(f"data.max_len must be >= 2 (got {self.max_len})")
+
+
+@dataclass(frozen=True)
+class ModelConfig:
+    embed_size: int
+    hidden_size: int
+    num_layers: int
+    dropout: float = 0.0
+    attention: str = "additive"
+
+    def __post_init__(self) -> None:
+        _positive("model", embed_size=self.embed_size, hidden_size=self.hidden_size,
+                  num_layers=self.num_layers)
+        if not 0 <= self.dropout < 1:
+            raise ConfigError(f"model.dropout must be in [0, 1) (got {self.dropout})")
+        if self.attention not in ATTENTION_TYPES:
+            raise ConfigError(f"Invalid setting for `model.attention`: {self.attention!r}. "
+                              f"Valid choices: {{{', '.join(ATTENTION_TYPES)}}}")
+
+
+@dataclass(frozen=True)
+class TrainConfig:
+    batch_size: int = 64
+    lr: float = 0.001
+    epochs: int = 10
+    max_steps: int = 0  # 0: no step limit
+    max_minutes: float = 0.0  # 0: no time limit; otherwise stop cleanly (validate, save) at the budget
+    clip_grad: float = 1.0  # max gradient norm; 0 disables clipping
+    label_smoothing: float = 0.0
+    seed: int = 1
+    threads: int = 0  # torch intra-op threads; 0 keeps torch's default
+    device: str = "auto"
+    log_every: int = 100
+    eval_every: int = 0  # validate every N steps as well as at each epoch end; 0: epoch ends only
+    val_bleu_sentences: int = 500  # fixed validation subset for the per-epoch BLEU
+
+    def __post_init__(self) -> None:
+        _positive("train", batch_size=self.batch_size, lr=self.lr, epochs=self.epochs,
+                  log_every=self.log_every, val_bleu_sentences=self.val_bleu_sentences)
+        _non_negative("train", max_steps=self.max_steps, max_minutes=self.max_minutes,
+                      clip_grad=self.clip_grad, threads=self.threads, eval_every=self.eval_every)
+        if not 0 <= self.label_smoothing < 1:
+            raise ConfigError(f"train.label_smoothing must be in [0, 1) (got {self.label_smoothing})")
+        if self.device not in DEVICES:
+            raise ConfigError(f"Invalid setting for `train.device`: {self.device!r}. "
+                              f"Valid choices: {{{', '.join(DEVICES)}}}")
+
+
+@dataclass(frozen=True)
+class DecodeConfig:
+    batch_size: int = 128
+    max_input_len: int = 100  # longer inputs are truncated with a warning
+    max_output_ratio: float = 2.0  # output cap: ratio * source length + extra tokens
+    max_output_extra: int = 10
+
+    def __post_init__(self) -> None:
+        _positive("decode", batch_size=self.batch_size, max_input_len=self.max_input_len,
+                  max_output_ratio=self.max_output_ratio)
+        _non_negative("decode", max_output_extra=self.max_output_extra)
+
+
+@dataclass(frozen=True)
+class Config:
+    data: DataConfig
+    model: ModelConfig
+    train: TrainConfig = field(default_factory=TrainConfig)
+    decode: DecodeConfig = field(default_factory=DecodeConfig)
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+
+def _check_type(value: Any, annotation: Any, key: str) -> Any:
+    """Return `value` if it fits `annotation` (ints are accepted as floats), else raise."""
+    options = typing.get_args(annotation) if isinstance(annotation, types.UnionType) else (annotation,)
+    for option in options:
+        if option is type(None) and value is None:
+            return None
+        if option is float and isinstance(value, (int, float)) and not isinstance(value, bool):
+            return float(value)
+        if option is int and isinstance(value, int) and not isinstance(value, bool):
+            return value
+        if option in (str, bool) and type(value) is option:
+            return value
+    names = " or ".join("null" if o is type(None) else o.__name__ for o in options)
+    raise ConfigError(f"{key} must be {names} (got {value!r})")
+
+
+def _build_section(cls: type, raw: Any, section: str) -> Any:
+    if not isinstance(raw, dict):
+        raise ConfigError(f"{section} must be a mapping of keys to values (got {raw!r})")
+    hints = typing.get_type_hints(cls)
+    known = {f.name for f in fields(cls)}
+    unknown = set(raw) - known
+    if unknown:
+        raise ConfigError(f"{section}: unknown key(s) {sorted(unknown)}; allowed: {sorted(known)}")
+    missing = [f.name for f in fields(cls)
+               if f.name not in raw and f.default is dataclasses.MISSING
+               and f.default_factory is dataclasses.MISSING]
+    if missing:
+        raise ConfigError(f"{section}: missing required key(s) {sorted(missing)}")
+    values = {k: _check_type(v, hints[k], f"{section}.{k}") for k, v in raw.items()}
+    return cls(**values)
+
+
+SECTIONS = {"data": DataConfig, "model": ModelConfig, "train": TrainConfig, "decode": DecodeConfig}
+
+
+def config_from_dict(raw: Any) -> Config:
+    if not isinstance(raw, dict):
+        raise ConfigError(f"the config must be a YAML mapping with sections {sorted(SECTIONS)}")
+    unknown = set(raw) - set(SECTIONS)
+    if unknown:
+        raise ConfigError(f"unknown section(s) {sorted(unknown)}; allowed: {sorted(SECTIONS)}")
+    for required in ("data", "model"):
+        if required not in raw:
+            raise ConfigError(f"missing required section `{required}`")
+    return Config(**{name: _build_section(cls, raw[name] if raw[name] is not None else {}, name)
+                     for name, cls in SECTIONS.items() if name in raw})
+
+
+def apply_overrides(raw: dict[str, Any], overrides: list[str]) -> dict[str, Any]:
+    """Apply `section.key=value` strings; values are parsed as YAML (`5`, `0.1`, `null`, `dot`)."""
+    raw = {k: dict(v) if isinstance(v, dict) else v for k, v in raw.items()}
+    for item in overrides:
+        key, sep, text = item.partition("=")
+        section, dot, name = key.strip().partition(".")
+        if not sep or not dot or not name:
+            raise ConfigError(f"--set {item!r}: expected section.key=value, e.g. train.lr=0.001")
+        if section not in SECTIONS:
+            raise ConfigError(f"--set {item!r}: unknown section {section!r}; allowed: {sorted(SECTIONS)}")
+        try:
+            value = yaml.safe_load(text)
+        except yaml.YAMLError:
+            value = text
+        target = raw.setdefault(section, {})
+        if not isinstance(target, dict):
+            target = raw[section] = {}
+        target[name] = value
+    return raw
+
+
+def load_config(path: str | Path, overrides: list[str] | None = None) -> Config:
+    """Read a YAML config, apply `--set` overrides, validate; errors name the file."""
+    path = Path(path)
+    if not path.is_file():
+        raise ConfigError(f"config file not found: {path} (see configs/ for examples)")
+    try:
+        raw = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except (yaml.YAMLError, UnicodeDecodeError) as e:
+        first_line = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+        raise ConfigError(f"{path}: not valid YAML ({first_line})") from None
+    if raw is None:
+        raw = {}
+    try:
+        if not isinstance(raw, dict):
+            raise ConfigError(f"the config must be a YAML mapping with sections {sorted(SECTIONS)}, "
+                              f"not a {type(raw).__name__}")
+        return config_from_dict(apply_overrides(raw, overrides or []))
+    except ConfigError as e:
+        raise ConfigError(f"{path}: {e}") from None

@@ -1,0 +1,83 @@
+"""From token lists to padded tensors: length filtering, bucketing by length, batches."""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+
+import torch
+
+from nmt.corpus import Pair
+from nmt.vocab import Vocab
+
+
+@dataclass
+class Batch:
+    src: torch.Tensor  # (batch, src_len) source ids followed by <eos>, right-padded
+    src_lens: torch.Tensor  # (batch,) valid source lengths, <eos> included
+    tgt_in: torch.Tensor  # (batch, tgt_len) <bos> + target ids, the decoder's teacher-forced input
+    tgt_out: torch.Tensor  # (batch, tgt_len) target ids + <eos>, what the decoder must predict
+    num_tokens: int  # non-pad target tokens (<eos> included): what the loss and tokens/s count
+
+    def to(self, device: torch.device) -> Batch:
+        return Batch(self.src.to(device), self.src_lens.to(device), self.tgt_in.to(device),
+                     self.tgt_out.to(device), self.num_tokens)
+
+
+@dataclass(frozen=True)
+class Example:
+    src: list[int]  # ids + <eos>
+    tgt: list[int]  # ids + <eos>
+
+
+def encode_pairs(pairs: Sequence[Pair], src_vocab: Vocab, tgt_vocab: Vocab,
+                 max_len: int | None = None) -> list[Example]:
+    """Encode pairs; with `max_len`, drop pairs whose either side (with <eos>) is longer."""
+    examples = []
+    for pair in pairs:
+        src = src_vocab.encode(pair.src) + [src_vocab.eos_id]
+        tgt = tgt_vocab.encode(pair.tgt) + [tgt_vocab.eos_id]
+        if max_len is None or (len(src) <= max_len and len(tgt) <= max_len):
+            examples.append(Example(src, tgt))
+    return examples
+
+
+def pad(sequences: Sequence[Sequence[int]], pad_id: int) -> torch.Tensor:
+    out = torch.full((len(sequences), max(len(s) for s in sequences)), pad_id, dtype=torch.long)
+    for row, seq in zip(out, sequences):
+        row[: len(seq)] = torch.tensor(seq, dtype=torch.long)
+    return out
+
+
+def collate(examples: Sequence[Example], pad_id: int, bos_id: int) -> Batch:
+    tgt_in = pad([[bos_id] + ex.tgt[:-1] for ex in examples], pad_id)
+    return Batch(
+        src=pad([ex.src for ex in examples], pad_id),
+        src_lens=torch.tensor([len(ex.src) for ex in examples], dtype=torch.long),
+        tgt_in=tgt_in,
+        tgt_out=pad([ex.tgt for ex in examples], pad_id),
+        num_tokens=sum(len(ex.tgt) for ex in examples),
+    )
+
+
+def bucket_batches(examples: Sequence[Example], batch_size: int, rng: random.Random | None) -> list[list[int]]:
+    """Index lists of `batch_size` examples of similar lengths, so batches carry little padding.
+
+    With `rng`, equal-length examples are shuffled before sorting and the batch order is
+    shuffled, so every epoch sees new batches; without it the order is fixed.
+    """
+    order = list(range(len(examples)))
+    if rng is not None:
+        rng.shuffle(order)
+    order.sort(key=lambda i: (len(examples[i].src), len(examples[i].tgt)))  # stable: keeps the shuffle
+    batches = [order[i: i + batch_size] for i in range(0, len(order), batch_size)]
+    if rng is not None:
+        rng.shuffle(batches)
+    return batches
+
+
+def iterate_batches(examples: Sequence[Example], batch_size: int, pad_id: int, bos_id: int,
+                    rng: random.Random | None = None) -> Iterator[Batch]:
+    for indices in bucket_batches(examples, batch_size, rng):
+        yield collate([examples[i] for i in indices], pad_id, bos_id)

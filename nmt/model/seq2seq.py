@@ -1,0 +1,42 @@
+"""The encoder–decoder with attention, built from a `ModelConfig`."""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+from nmt.config import ModelConfig
+from nmt.model.attention import sequence_mask
+from nmt.model.decoder import Decoder, DecoderState
+from nmt.model.encoder import Encoder
+from nmt.vocab import Vocab
+
+
+class Seq2Seq(nn.Module):
+    def __init__(self, encoder: Encoder, decoder: Decoder):
+        super().__init__()
+        self.encoder = encoder
+        self.decoder = decoder
+
+    def encode(self, src: torch.Tensor, src_lens: torch.Tensor) -> DecoderState:
+        """src (batch, src_len), src_lens (batch,) -> the decoder's initial state."""
+        memory, hidden = self.encoder(src, src_lens)
+        return self.decoder.init_state(memory, hidden, sequence_mask(src_lens, src.shape[1]))
+
+    def decode_step(self, prev_ids: torch.Tensor, state: DecoderState
+                    ) -> tuple[torch.Tensor, DecoderState, torch.Tensor]:
+        return self.decoder.decode_step(prev_ids, state)
+
+    def forward(self, src: torch.Tensor, src_lens: torch.Tensor, tgt_in: torch.Tensor) -> torch.Tensor:
+        """Teacher forcing: -> logits (batch, tgt_len, tgt_vocab)."""
+        logits, _, _ = self.decoder(tgt_in, self.encode(src, src_lens))
+        return logits
+
+
+def build_model(cfg: ModelConfig, src_vocab: Vocab, tgt_vocab: Vocab) -> Seq2Seq:
+    encoder = Encoder(vocab_size=len(src_vocab), embed_size=cfg.embed_size, hidden_size=cfg.hidden_size,
+                      num_layers=cfg.num_layers, dropout=cfg.dropout, pad_id=src_vocab.pad_id)
+    decoder = Decoder(vocab_size=len(tgt_vocab), embed_size=cfg.embed_size, hidden_size=cfg.hidden_size,
+                      num_layers=cfg.num_layers, dropout=cfg.dropout, attention=cfg.attention,
+                      pad_id=tgt_vocab.pad_id)
+    return Seq2Seq(encoder, decoder)

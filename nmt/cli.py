@@ -27,8 +27,9 @@ DataOpt = Annotated[Optional[str], typer.Option(
 
 
 def _setup_logging(quiet: bool = False) -> None:
-    logging.basicConfig(level=logging.WARNING if quiet else logging.INFO, format="%(message)s",
-                        stream=sys.stderr, force=True)
+    """INFO to stderr (WARNING with --quiet); the root stays at INFO so train.log gets everything."""
+    logging.basicConfig(level=logging.INFO, format="%(message)s", stream=sys.stderr, force=True)
+    logging.getLogger().handlers[0].setLevel(logging.WARNING if quiet else logging.INFO)
 
 
 def user_errors(command: Callable[..., Any]) -> Callable[..., Any]:

@@ -35,6 +35,11 @@ def masked_softmax(scores: torch.Tensor, valid_lens: torch.Tensor | None = None,
     return scores.masked_fill(~mask, MASK_VALUE).softmax(dim=-1)
 
 
+def dot_scores(query: torch.Tensor, keys: torch.Tensor) -> torch.Tensor:
+    """Unscaled dot-product scores (seed 001): (batch, queries, d) x (batch, keys, d) -> (batch, queries, keys)."""
+    return torch.bmm(query, keys.transpose(1, 2))
+
+
 class AdditiveAttention(nn.Module):
     """Bahdanau's MLP score v^T tanh(W_q q + W_k k), seed 002's MLPAttention."""
 
@@ -75,7 +80,7 @@ class DotAttention(nn.Module):
     def forward(self, query: torch.Tensor, keys: torch.Tensor, values: torch.Tensor,
                 valid_lens: torch.Tensor | None = None, *, mask: torch.Tensor | None = None,
                 prepared_keys: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
-        scores = torch.bmm(query, keys.transpose(1, 2)) / math.sqrt(query.shape[-1])
+        scores = dot_scores(query, keys) / math.sqrt(query.shape[-1])
         weights = masked_softmax(scores, valid_lens, mask)
         return torch.bmm(self.dropout(weights), values), weights
 

@@ -1,0 +1,83 @@
+"""Fixtures: a toy corpus in the fra-eng zip layout, written here (no corpus lines are copied),
+tiny configs, fixed seeds, CPU only."""
+
+from __future__ import annotations
+
+import itertools
+import os
+import zipfile
+from pathlib import Path
+
+import pytest
+import torch
+import yaml
+
+SUBJECTS = {"I": "je", "You": "tu", "He": "il", "She": "elle", "We": "nous"}
+VERBS = {"see": "vois", "want": "veux", "have": "ai", "like": "aime"}
+OBJECTS = {"a cat": "un chat", "a dog": "un chien", "the house": "la maison", "the car": "la voiture",
+           "red apples": "pommes rouges", "a big boat": "un grand bateau", "the small bird": "le petit oiseau",
+           "green tea": "thé vert"}
+WHEN = {"": "", " today": " aujourd'hui", " again": " encore"}
+REPO = Path(__file__).resolve().parent.parent
+REAL_CORPUS = REPO.parent / "shared" / "data" / "fra-eng.zip"
+
+
+def toy_lines() -> list[str]:
+    """~600 'English<TAB>French' lines of a made-up word-for-word language; some sources get two
+    translations so that multi-reference scoring is exercised."""
+    lines = []
+    for (en_s, fr_s), (en_v, fr_v), (en_o, fr_o), (en_w, fr_w) in itertools.product(
+            SUBJECTS.items(), VERBS.items(), OBJECTS.items(), WHEN.items()):
+        lines.append(f"{en_s} {en_v} {en_o}{en_w}.\t{fr_s.capitalize()} {fr_v} {fr_o}{fr_w}.")
+        if en_v == "like":
+            lines.append(f"{en_s} {en_v} {en_o}{en_w}.\t{fr_s.capitalize()} adore {fr_o}{fr_w} !")
+    return lines
+
+
+def write_corpus_zip(path: Path, lines: list[str]) -> Path:
+    with zipfile.ZipFile(path, "w") as z:
+        z.writestr("fra-eng/_about.txt", "toy corpus for tests\n")
+        z.writestr("__MACOSX/fra-eng/._fra.txt", b"\x00\x05\x16\x07 mac resource fork")
+        z.writestr("fra-eng/fra.txt", "\n".join(lines) + "\n")
+    return path
+
+
+@pytest.fixture(autouse=True)
+def _isolated(monkeypatch, tmp_path):
+    """Fixed seeds, CPU, and no corpus path leaking in from the environment unless a test sets it."""
+    torch.manual_seed(0)
+    monkeypatch.delenv("NMT_CORPUS", raising=False)
+    monkeypatch.chdir(tmp_path)
+
+
+@pytest.fixture
+def toy_zip(tmp_path) -> Path:
+    return write_corpus_zip(tmp_path / "toy-fra-eng.zip", toy_lines())
+
+
+TINY = {
+    "data": {"max_len": 10, "min_freq": 1},
+    "model": {"embed_size": 32, "hidden_size": 48, "num_layers": 2, "dropout": 0.0, "attention": "additive"},
+    "train": {"batch_size": 16, "lr": 0.01, "epochs": 2, "seed": 3, "log_every": 10, "device": "cpu",
+              "val_bleu_sentences": 50, "threads": 1},
+    "decode": {"batch_size": 32},
+}
+
+
+@pytest.fixture
+def tiny_config(tmp_path) -> Path:
+    path = tmp_path / "tiny.yaml"
+    path.write_text(yaml.safe_dump(TINY), encoding="utf-8")
+    return path
+
+
+@pytest.fixture
+def real_corpus() -> Path:
+    """The real fra-eng corpus: $NMT_TEST_CORPUS, ../shared beside the repository (CI's layout) or
+    the data/ cache; tests that need it are skipped where none is found."""
+    candidates = [Path(p) for p in (os.environ.get("NMT_TEST_CORPUS"),) if p] + [
+        REAL_CORPUS, REPO / "data" / "fra-eng.zip"]
+    for path in candidates:
+        if path.is_file():
+            return path
+    pytest.skip("real fra-eng corpus not found (../shared/data/fra-eng.zip)")

@@ -1,0 +1,170 @@
+"""The three commands end to end on the toy corpus, and every bad input the CLI must survive."""
+
+import os
+
+import pytest
+import torch
+import yaml
+from typer.testing import CliRunner
+
+from nmt.cli import app
+
+from conftest import TINY
+
+runner = CliRunner()
+
+
+def invoke(*args, input=None):
+    return runner.invoke(app, [str(a) for a in args], input=input)
+
+
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory):
+    """One tiny model trained through the CLI, shared by the tests that only read it."""
+    from conftest import toy_lines, write_corpus_zip
+    root = tmp_path_factory.mktemp("cli")
+    corpus = write_corpus_zip(root / "toy.zip", toy_lines())
+    config = root / "tiny.yaml"
+    config.write_text(yaml.safe_dump({**TINY, "train": {**TINY["train"], "epochs": 6}}), encoding="utf-8")
+    result = invoke("train", config, "--out", root / "run", "--data", corpus, "--quiet")
+    assert result.exit_code == 0, result.output
+    return {"run": root / "run", "corpus": corpus, "config": config}
+
+
+def assert_one_line_error(result, *fragments):
+    assert result.exit_code == 1, result.output
+    assert "Traceback" not in result.output
+    errors = [line for line in result.output.splitlines() if line.startswith("error: ")]
+    assert len(errors) == 1, result.output
+    for fragment in fragments:
+        assert fragment in errors[0], errors[0]
+
+
+def test_help_lists_the_commands():
+    result = invoke("--help")
+    assert result.exit_code == 0
+    for command in ("train", "translate", "eval"):
+        assert command in result.output
+
+
+def test_train_writes_the_run_directory(trained):
+    run = trained["run"]
+    for name in ("config.yaml", "src_vocab.txt", "tgt_vocab.txt", "metrics.jsonl", "last.pt", "best.pt", "train.log"):
+        assert (run / name).is_file(), name
+    assert "validation at step" in (run / "train.log").read_text()
+    assert yaml.safe_load((run / "config.yaml").read_text())["train"]["epochs"] == 6
+
+
+def test_translate_arguments_file_and_stdin(trained, tmp_path):
+    result = invoke("translate", "I see a cat.", "We like green tea.", "-c", trained["run"])
+    assert result.exit_code == 0, result.output
+    assert len(result.stdout.splitlines()) == 2
+    lines = ["I see a cat.", "", "Zebras juggle quietly.", "   ", "He has the car."]
+    path = tmp_path / "in.txt"
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    from_file = invoke("translate", "--input", path, "-c", trained["run"])
+    assert from_file.exit_code == 0, from_file.output
+    out = from_file.stdout.split("\n")[:-1]
+    assert len(out) == len(lines)  # one output line per input line, empty ones kept empty
+    assert out[1] == "" and out[3] == "" and out[0] and out[2] and out[4]
+    from_stdin = invoke("translate", "-i", "-", "-c", trained["run"], input="\n".join(lines) + "\n")
+    assert from_stdin.stdout == from_file.stdout
+
+
+def test_tiny_model_learned_the_toy_language(trained):
+    result = invoke("translate", "I see a cat.", "She has the house.", "-c", trained["run"])
+    assert result.stdout.splitlines() == ["je vois un chat .", "elle ai la maison ."]
+
+
+def test_eval_bleu_prints_scores_and_writes_hypotheses(trained):
+    result = invoke("eval", "--bleu", "-c", trained["run"], "--data", trained["corpus"])
+    assert result.exit_code == 0, result.output
+    bleu_line = next(line for line in result.stdout.splitlines() if line.startswith("BLEU"))
+    assert "chrF" in bleu_line and "nrefs:" in bleu_line and "tok:13a" in bleu_line
+    assert float(bleu_line.split()[1]) > 50  # the toy language is easy to learn exactly
+    hyps = (trained["run"] / "hyps.test.txt").read_text().splitlines()
+    assert hyps and all(hyps)
+    plain = invoke("eval", "-c", trained["run"], "--data", trained["corpus"])
+    assert "ppl" in plain.stdout and "BLEU" not in plain.stdout
+
+
+def test_newest_run_is_the_default_checkpoint(trained, tmp_path):
+    (tmp_path / "runs").mkdir()
+    (tmp_path / "runs" / "only").symlink_to(trained["run"], target_is_directory=True)
+    result = invoke("translate", "I see a cat.")
+    assert result.exit_code == 0, result.output
+    assert result.stdout.strip()
+
+
+def test_bad_config_is_one_line_naming_key_and_file(tmp_path):
+    config = tmp_path / "bad.yaml"
+    config.write_text(yaml.safe_dump({**TINY, "model": {**TINY["model"], "hiden_size": 3}}))
+    result = invoke("train", config)
+    assert_one_line_error(result, "hiden_size", str(config))
+    assert not (tmp_path / "runs").exists()
+    bad_set = invoke("train", tmp_path / "missing.yaml")
+    assert_one_line_error(bad_set, "config file not found")
+
+
+def test_existing_run_directory_is_never_overwritten(trained, tmp_path):
+    before = (trained["run"] / "best.pt").read_bytes()
+    result = invoke("train", trained["config"], "--out", trained["run"], "--data", trained["corpus"])
+    assert_one_line_error(result, "already exists")
+    assert (trained["run"] / "best.pt").read_bytes() == before
+
+
+def test_missing_corpus_says_where_it_looked(tiny_config):
+    result = invoke("train", tiny_config, "--set", "data.url=http://127.0.0.1:9/fra-eng.zip", "--quiet")
+    assert_one_line_error(result, "--data", "$NMT_CORPUS", "data/fra-eng.zip")
+
+
+def test_missing_checkpoint_says_train_first(tmp_path):
+    assert_one_line_error(invoke("translate", "Go ."), "train first")
+    assert_one_line_error(invoke("translate", "Go .", "-c", tmp_path / "nope.pt"), "train first")
+    assert_one_line_error(invoke("eval", "--bleu", "-c", tmp_path), "train first")
+
+
+def test_bad_translate_inputs(trained, tmp_path):
+    assert_one_line_error(invoke("translate", "", "-c", trained["run"]), "empty")
+    latin1 = tmp_path / "latin1.txt"
+    latin1.write_bytes("I see a cat.\nCafé.\n".encode("latin-1"))
+    assert_one_line_error(invoke("translate", "-i", latin1, "-c", trained["run"]), "line 2", "UTF-8")
+    assert_one_line_error(invoke("translate", "-i", tmp_path / "none.txt", "-c", trained["run"]), "cannot read")
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="checks the message shown when CUDA is absent")
+def test_cuda_requested_without_cuda(trained):
+    assert_one_line_error(invoke("translate", "Go .", "-c", trained["run"], "--device", "cuda"),
+                          "no CUDA device", "--device cpu")
+
+
+def test_corrupt_and_truncated_checkpoints(trained, tmp_path):
+    truncated = tmp_path / "truncated.pt"
+    truncated.write_bytes((trained["run"] / "best.pt").read_bytes()[:5000])
+    assert_one_line_error(invoke("translate", "Go .", "-c", truncated), "corrupt or truncated")
+    garbage = tmp_path / "garbage.pt"
+    garbage.write_bytes(b"not a checkpoint at all")
+    assert_one_line_error(invoke("translate", "Go .", "-c", garbage), str(garbage))
+
+
+class _Exploit:
+    def __reduce__(self):
+        return (os.system, (f"touch {os.getcwd()}/pwned",))
+
+
+def test_checkpoint_that_runs_code_is_refused(tmp_path):
+    evil = tmp_path / "evil.pt"
+    torch.save({"model": _Exploit(), "config": {}, "src_vocab": [], "tgt_vocab": []}, evil)
+    result = invoke("translate", "Go .", "-c", evil)
+    assert_one_line_error(result, "refused")
+    assert not (tmp_path / "pwned").exists()
+    torch.load(evil, weights_only=False)  # the file really is an exploit when loaded unsafely
+    assert (tmp_path / "pwned").exists()
+
+
+def test_checkpoint_that_does_not_fit_its_config(trained, tmp_path):
+    state = torch.load(trained["run"] / "best.pt", weights_only=True)
+    state["config"]["model"]["hidden_size"] = 40
+    bad = tmp_path / "mismatch.pt"
+    torch.save(state, bad)
+    assert_one_line_error(invoke("translate", "Go .", "-c", bad), "do not fit")

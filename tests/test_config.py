@@ -1,0 +1,75 @@
+from pathlib import Path
+
+import pytest
+import yaml
+
+from nmt.config import load_config
+from nmt.errors import ConfigError
+
+from conftest import REPO, TINY
+
+
+def _write(tmp_path: Path, raw) -> Path:
+    path = tmp_path / "c.yaml"
+    path.write_text(yaml.safe_dump(raw) if not isinstance(raw, str) else raw, encoding="utf-8")
+    return path
+
+
+def _with(section, key, value):
+    raw = {s: dict(v) for s, v in TINY.items()}
+    raw[section][key] = value
+    return raw
+
+
+@pytest.mark.parametrize("raw, message", [
+    (_with("train", "lrr", 0.1), r"train: unknown key\(s\) \['lrr'\]"),
+    (_with("model", "hidden_size", "big"), "model.hidden_size must be int"),
+    (_with("model", "hidden_size", 0), r"model.hidden_size must be > 0 \(got 0\)"),
+    (_with("model", "num_layers", -1), "model.num_layers must be > 0"),
+    (_with("train", "lr", 0), "train.lr must be > 0"),
+    (_with("train", "batch_size", 2.5), "train.batch_size must be int"),
+    (_with("model", "attention", "luong"), r"Invalid setting for `model.attention`.*\{additive, dot\}"),
+    (_with("train", "device", "tpu"), "Invalid setting for `train.device`"),
+    (_with("data", "max_len", 1), "data.max_len must be >= 2"),
+    (_with("model", "dropout", 1.5), r"model.dropout must be in \[0, 1\)"),
+    ({"data": {}, "model": {"embed_size": 8, "num_layers": 1}}, r"model: missing required key\(s\) \['hidden_size'\]"),
+    ({"model": TINY["model"]}, "missing required section `data`"),
+    ({**TINY, "optim": {}}, r"unknown section\(s\) \['optim'\]"),
+    ("- just\n- a list\n", "must be a YAML mapping"),
+    ("model: [unclosed\n", "not valid YAML"),
+])
+def test_bad_configs_name_the_key_and_file(tmp_path, raw, message):
+    path = _write(tmp_path, raw)
+    with pytest.raises(ConfigError, match=message) as info:
+        load_config(path)
+    assert str(path) in str(info.value)
+
+
+def test_missing_file(tmp_path):
+    with pytest.raises(ConfigError, match="config file not found"):
+        load_config(tmp_path / "nope.yaml")
+
+
+def test_overrides(tmp_path):
+    path = _write(tmp_path, TINY)
+    cfg = load_config(path, ["train.lr=0.5", "model.attention=dot", "data.num_pairs=null", "train.epochs=7"])
+    assert (cfg.train.lr, cfg.model.attention, cfg.data.num_pairs, cfg.train.epochs) == (0.5, "dot", None, 7)
+    with pytest.raises(ConfigError, match="expected section.key=value"):
+        load_config(path, ["lr=0.5"])
+    with pytest.raises(ConfigError, match="unknown section 'optim'"):
+        load_config(path, ["optim.lr=0.5"])
+    with pytest.raises(ConfigError, match="train.epochs must be int"):
+        load_config(path, ["train.epochs=many"])
+
+
+@pytest.mark.parametrize("name", ["default", "tiny", "d2l"])
+def test_shipped_configs_load(name):
+    cfg = load_config(REPO / "configs" / f"{name}.yaml")
+    assert cfg.model.attention == "additive"
+
+
+def test_d2l_config_is_the_seed_experiment():
+    cfg = load_config(REPO / "configs" / "d2l.yaml")
+    m, t, d = cfg.model, cfg.train, cfg.data
+    assert (m.embed_size, m.hidden_size, m.num_layers, m.dropout) == (32, 32, 2, 0.0)
+    assert (t.batch_size, t.lr, t.epochs, d.max_len, d.num_pairs) == (64, 0.005, 500, 10, 50_000)

@@ -1,0 +1,71 @@
+import random
+
+import torch
+
+from nmt.corpus import Pair
+from nmt.data import bucket_batches, collate, encode_pairs, iterate_batches
+from nmt.vocab import Vocab
+
+
+def _examples(n=200, seed=0):
+    rng = random.Random(seed)
+    pairs = [Pair([f"e{rng.randrange(30)}" for _ in range(rng.randint(1, 12))],
+                  [f"f{rng.randrange(30)}" for _ in range(rng.randint(1, 12))]) for _ in range(n)]
+    src_vocab = Vocab.build((p.src for p in pairs), 1)
+    tgt_vocab = Vocab.build((p.tgt for p in pairs), 1)
+    return pairs, src_vocab, tgt_vocab
+
+
+def test_collate_shifts_target_and_pads():
+    pairs, sv, tv = _examples()
+    examples = encode_pairs(pairs[:3], sv, tv)
+    batch = collate(examples, tv.pad_id, tv.bos_id)
+    for row, ex in enumerate(examples):
+        n = len(ex.tgt)
+        assert batch.tgt_in[row, 0] == tv.bos_id
+        assert batch.tgt_in[row, 1:n].tolist() == ex.tgt[:-1]  # input is the output shifted right
+        assert batch.tgt_out[row, :n].tolist() == ex.tgt and ex.tgt[-1] == tv.eos_id
+        assert (batch.tgt_out[row, n:] == tv.pad_id).all() and (batch.tgt_in[row, n:] == tv.pad_id).all()
+        assert batch.src[row, : batch.src_lens[row]].tolist() == ex.src and ex.src[-1] == sv.eos_id
+        assert (batch.src[row, batch.src_lens[row]:] == sv.pad_id).all()
+    assert batch.num_tokens == sum(len(ex.tgt) for ex in examples)
+
+
+def test_max_len_drops_long_pairs():
+    pairs, sv, tv = _examples()
+    kept = encode_pairs(pairs, sv, tv, max_len=6)
+    expected = sum(len(p.src) + 1 <= 6 and len(p.tgt) + 1 <= 6 for p in pairs)
+    assert len(kept) == expected and all(len(e.src) <= 6 and len(e.tgt) <= 6 for e in kept)
+
+
+def test_bucketing_covers_every_example_once_and_cuts_padding():
+    pairs, sv, tv = _examples(n=1000)
+    examples = encode_pairs(pairs, sv, tv)
+    batches = bucket_batches(examples, 32, random.Random(1))
+    flat = sorted(i for b in batches for i in b)
+    assert flat == list(range(len(examples)))
+
+    def padding(index_batches):
+        total = 0
+        for b in index_batches:
+            lens = [len(examples[i].src) for i in b]
+            total += max(lens) * len(lens) - sum(lens)
+        return total
+
+    shuffled = list(range(len(examples)))
+    random.Random(1).shuffle(shuffled)
+    random_batches = [shuffled[i: i + 32] for i in range(0, len(shuffled), 32)]
+    assert padding(batches) < 0.2 * padding(random_batches)
+
+
+def test_epochs_are_reproducible_and_differ():
+    pairs, sv, tv = _examples()
+    examples = encode_pairs(pairs, sv, tv)
+    first = bucket_batches(examples, 16, random.Random(5))
+    assert first == bucket_batches(examples, 16, random.Random(5))
+    rng = random.Random(5)
+    assert bucket_batches(examples, 16, rng) != bucket_batches(examples, 16, rng)
+    assert bucket_batches(examples, 16, None) == bucket_batches(examples, 16, None)
+    batches = list(iterate_batches(examples, 16, tv.pad_id, tv.bos_id))
+    assert sum(b.src.shape[0] for b in batches) == len(examples)
+    assert all(isinstance(b.src, torch.Tensor) and b.src.dtype == torch.long for b in batches)

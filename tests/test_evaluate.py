@@ -1,0 +1,38 @@
+from sacrebleu.metrics import BLEU
+
+from nmt.corpus import Pair
+from nmt.evaluate import group_references, reference_streams, score
+
+
+def test_group_references_collects_every_translation():
+    pairs = [Pair(["go", "."], ["va", "!"]), Pair(["hi", "."], ["salut", "."]),
+             Pair(["go", "."], ["marche", "."]), Pair(["go", "."], ["bouge", "!"])]
+    sources, refs = group_references(pairs)
+    assert sources == [["go", "."], ["hi", "."]]
+    assert refs == [["va !", "marche .", "bouge !"], ["salut ."]]
+
+
+def test_missing_references_repeat_one_never_empty_string():
+    streams = reference_streams([["a b", "c d"], ["e f"]])
+    assert streams == [["a b", "e f"], ["c d", "e f"]]
+    assert all(ref != "" for stream in streams for ref in stream)
+
+
+def test_short_hypothesis_cannot_escape_the_brevity_penalty():
+    # Source 1 has one reference of 6 words and the hypothesis is 2 of them; source 2 has two.
+    hyps = ["le chat", "il fait beau ."]
+    refs = [["le chat est sur le tapis"], ["il fait beau .", "le temps est beau ."]]
+    ours = score(hyps, refs).bleu
+    with_empty = BLEU().corpus_score(hyps, [["le chat est sur le tapis", "il fait beau ."],
+                                            ["", "le temps est beau ."]]).score
+    with_repeat = BLEU().corpus_score(hyps, [["le chat est sur le tapis", "il fait beau ."],
+                                             ["le chat est sur le tapis", "le temps est beau ."]]).score
+    assert ours == with_repeat
+    assert ours < with_empty  # '' is a length-0 reference closest to the 2-word hypothesis
+
+
+def test_perfect_hypotheses_score_100():
+    result = score(["il fait très beau aujourd'hui .", "je suis chez moi ."],
+                   [["il fait très beau aujourd'hui ."], ["je rentre .", "je suis chez moi ."]])
+    assert round(result.bleu, 6) == 100.0 and round(result.chrf, 6) == 100.0
+    assert "nrefs:2" in result.signature and "tok:13a" in result.signature

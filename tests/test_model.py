@@ -1,0 +1,63 @@
+import torch
+
+from nmt.config import ModelConfig
+from nmt.model import build_model
+from nmt.search import greedy
+from nmt.vocab import SPECIALS, Vocab
+
+VOCAB = Vocab(list(SPECIALS) + [f"w{i}" for i in range(20)])
+
+
+def _model(attention="additive"):
+    torch.manual_seed(0)
+    return build_model(ModelConfig(embed_size=12, hidden_size=16, num_layers=2, attention=attention),
+                       VOCAB, VOCAB).eval()
+
+
+def test_padding_does_not_change_a_sentence():
+    """Packing and masking make a sentence's logits independent of how much the batch pads it."""
+    for attention in ("additive", "dot"):
+        model = _model(attention)
+        src = torch.tensor([[5, 6, 7, 2]])
+        padded = torch.tensor([[5, 6, 7, 2, 0, 0, 0], [8, 9, 10, 11, 12, 13, 2]])
+        tgt_in = torch.tensor([[1, 9, 10]])
+        alone = model(src, torch.tensor([4]), tgt_in)
+        in_batch = model(padded, torch.tensor([4, 7]), tgt_in.repeat(2, 1))[:1]
+        assert torch.allclose(alone, in_batch, atol=1e-5)
+
+
+def test_attention_ignores_padding_and_sums_to_one():
+    model = _model()
+    src = torch.tensor([[5, 6, 2, 0, 0], [5, 6, 7, 8, 2]])
+    src_lens = torch.tensor([3, 5])
+    _, _, weights = model.decoder(torch.tensor([[1, 5], [1, 6]]), model.encode(src, src_lens))
+    assert torch.allclose(weights.sum(-1), torch.ones(2, 2), atol=1e-6)
+    assert (weights[0, :, 3:] == 0).all()
+
+
+def test_teacher_forced_logits_equal_step_by_step_decoding():
+    model = _model()
+    src, src_lens = torch.tensor([[5, 6, 7, 2], [8, 2, 0, 0]]), torch.tensor([4, 2])
+    tgt_in = torch.tensor([[1, 9, 10, 11], [1, 12, 13, 14]])
+    full = model(src, src_lens, tgt_in)
+    state = model.encode(src, src_lens)
+    for t in range(tgt_in.shape[1]):
+        logits, state, _ = model.decode_step(tgt_in[:, t], state)
+        assert torch.allclose(logits, full[:, t], atol=1e-5)
+
+
+def test_greedy_matches_argmax_decoding_and_respects_caps():
+    model = _model()
+    src, src_lens = torch.tensor([[5, 6, 7, 2], [8, 2, 0, 0]]), torch.tensor([4, 2])
+    outputs, attention = greedy(model, src, src_lens, VOCAB.bos_id, VOCAB.eos_id,
+                                torch.tensor([6, 3]), return_attention=True)
+    assert len(outputs[0]) <= 6 and len(outputs[1]) <= 3
+    for row in range(2):  # each row decoded alone, one argmax at a time, gives the same tokens
+        state = model.encode(src[row: row + 1, : src_lens[row]], src_lens[row: row + 1])
+        prev, expected = torch.tensor([VOCAB.bos_id]), []
+        for _ in range(len(outputs[row])):
+            logits, state, _ = model.decode_step(prev, state)
+            prev = logits.argmax(-1)
+            expected.append(prev.item())
+        assert outputs[row] == expected
+        assert attention[row].shape[1] == src_lens[row]

@@ -32,6 +32,13 @@ def _setup_logging(quiet: bool = False) -> None:
     logging.getLogger().handlers[0].setLevel(logging.WARNING if quiet else logging.INFO)
 
 
+@app.callback()
+def _startup() -> None:
+    from nmt import runtime
+
+    runtime.keep_freed_memory()  # decoding and training both allocate large per-step tensors
+
+
 def user_errors(command: Callable[..., Any]) -> Callable[..., Any]:
     """Turn the library's NmtError into one line on stderr and exit code 1, with no traceback."""
     @functools.wraps(command)

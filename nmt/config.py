@@ -21,6 +21,7 @@ D2L_URL = "http://d2l-data.s3-accelerate.amazonaws.com/fra-eng.zip"
 D2L_SHA1 = "94646ad1522d915e7b0f9296181140edcf86a4f5"
 ATTENTION_TYPES = ("additive", "dot")
 DEVICES = ("auto", "cpu", "cuda")
+PRECISIONS = ("fp32", "bf16")
 
 
 def _positive(section: str, **values: float) -> None:
@@ -82,6 +83,7 @@ class TrainConfig:
     seed: int = 1
     threads: int = 0  # torch intra-op threads; 0 keeps torch's default
     device: str = "auto"
+    precision: str = "fp32"  # bf16: autocast matrix products to bfloat16 (weights and loss stay fp32)
     log_every: int = 100
     eval_every: int = 0  # validate every N steps as well as at each epoch end; 0: epoch ends only
     val_bleu_sentences: int = 500  # fixed validation subset for the per-epoch BLEU
@@ -93,6 +95,9 @@ class TrainConfig:
                       clip_grad=self.clip_grad, threads=self.threads, eval_every=self.eval_every)
         if not 0 <= self.label_smoothing < 1:
             raise ConfigError(f"train.label_smoothing must be in [0, 1) (got {self.label_smoothing})")
+        if self.precision not in PRECISIONS:
+            raise ConfigError(f"Invalid setting for `train.precision`: {self.precision!r}. "
+                              f"Valid choices: {{{', '.join(PRECISIONS)}}}")
         if self.device not in DEVICES:
             raise ConfigError(f"Invalid setting for `train.device`: {self.device!r}. "
                               f"Valid choices: {{{', '.join(DEVICES)}}}")

@@ -16,6 +16,7 @@ import torch.nn.functional as F
 import yaml
 from tqdm import tqdm
 
+from nmt import runtime
 from nmt.checkpoint import BEST, LAST, RUNS_DIR, save_checkpoint
 from nmt.config import Config
 from nmt.corpus import load_splits, resolve_corpus
@@ -60,18 +61,26 @@ def seed_everything(seed: int) -> None:
     torch.manual_seed(seed)
 
 
-def loss_fn(logits: torch.Tensor, tgt_out: torch.Tensor, pad_id: int, label_smoothing: float = 0.0
-            ) -> torch.Tensor:
-    """Summed cross-entropy over non-pad target tokens (divide by the token count for the mean)."""
-    return F.cross_entropy(logits.flatten(0, 1).float(), tgt_out.flatten(), ignore_index=pad_id,
-                           reduction="sum", label_smoothing=label_smoothing)
+def autocast(device: torch.device, precision: str) -> torch.autocast:
+    """bf16 autocast runs the matrix products in bfloat16 (several times the fp32 rate on CPUs
+    with avx512_bf16 and on GPUs) while weights, optimizer state and the loss stay fp32."""
+    return torch.autocast(device.type, dtype=torch.bfloat16, enabled=precision == "bf16")
+
+
+def batch_loss(model: Seq2Seq, batch: Batch, pad_id: int, precision: str = "fp32",
+               label_smoothing: float = 0.0) -> torch.Tensor:
+    """Summed cross-entropy over the batch's non-pad target tokens (divide by num_tokens for the mean)."""
+    mask = batch.tgt_out != pad_id  # (batch, tgt_len); logits are computed for these positions only
+    with autocast(batch.src.device, precision):
+        logits = model(batch.src, batch.src_lens, batch.tgt_in, mask)  # (num_tokens, vocab)
+    return F.cross_entropy(logits.float(), batch.tgt_out[mask], reduction="sum",
+                           label_smoothing=label_smoothing)
 
 
 def train_step(model: Seq2Seq, batch: Batch, optimizer: torch.optim.Optimizer, cfg: Config,
                pad_id: int) -> float:
     """One update; returns the batch's mean loss per target token."""
-    logits = model(batch.src, batch.src_lens, batch.tgt_in)
-    loss = loss_fn(logits, batch.tgt_out, pad_id, cfg.train.label_smoothing) / batch.num_tokens
+    loss = batch_loss(model, batch, pad_id, cfg.train.precision, cfg.train.label_smoothing) / batch.num_tokens
     optimizer.zero_grad(set_to_none=True)
     loss.backward()
     if cfg.train.clip_grad > 0:
@@ -82,11 +91,11 @@ def train_step(model: Seq2Seq, batch: Batch, optimizer: torch.optim.Optimizer, c
 
 @torch.inference_mode()
 def validation_loss(model: Seq2Seq, examples: list[Example], batch_size: int, pad_id: int, bos_id: int,
-                    device: torch.device) -> float:
+                    device: torch.device, precision: str = "fp32") -> float:
     total, tokens = 0.0, 0
     for batch in iterate_batches(examples, batch_size, pad_id, bos_id):
         batch = batch.to(device)
-        total += loss_fn(model(batch.src, batch.src_lens, batch.tgt_in), batch.tgt_out, pad_id).item()
+        total += batch_loss(model, batch, pad_id, precision).item()
         tokens += batch.num_tokens
     return total / max(tokens, 1)
 
@@ -128,8 +137,7 @@ class Budget:
 def train(cfg: Config, out_dir: Path, data_path: str | None = None, quiet: bool = False) -> dict:
     """Train `cfg` into `out_dir`; returns the best validation record."""
     seed_everything(cfg.train.seed)
-    if cfg.train.threads:
-        torch.set_num_threads(cfg.train.threads)
+    runtime.configure(cfg.train.threads)
     device = resolve_device(cfg.train.device)
 
     corpus = resolve_corpus(data_path, cfg.data)
@@ -152,7 +160,8 @@ def train(cfg: Config, out_dir: Path, data_path: str | None = None, quiet: bool 
 
     model = build_model(cfg.model, src_vocab, tgt_vocab).to(device)
     logger.info("model: %s parameters on %s", f"{sum(p.numel() for p in model.parameters()):,}", device)
-    optimizer = torch.optim.Adam(model.parameters(), lr=cfg.train.lr)
+    # The fused kernel updates all parameters in one pass instead of a dozen ops per tensor.
+    optimizer = torch.optim.Adam(model.parameters(), lr=cfg.train.lr, fused=device.type in ("cpu", "cuda"))
     translator = Translator(model, src_vocab, tgt_vocab, cfg.decode, device)
     pad_id, bos_id = tgt_vocab.pad_id, tgt_vocab.bos_id
     rng = random.Random(cfg.train.seed)

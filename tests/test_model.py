@@ -61,3 +61,26 @@ def test_greedy_matches_argmax_decoding_and_respects_caps():
             expected.append(prev.item())
         assert outputs[row] == expected
         assert attention[row].shape[1] == src_lens[row]
+
+
+def test_fast_loss_equals_plain_step_by_step_loss():
+    """The training path (masked projection over non-pad positions, one output GEMM) gives the
+    loss a plain loop of decode_step calls with full logits and ignore_index gives."""
+    import torch.nn.functional as F
+
+    from nmt.data import Batch
+    from nmt.train import batch_loss
+
+    model = _model()
+    src, src_lens = torch.tensor([[5, 6, 7, 2], [8, 2, 0, 0], [9, 10, 2, 0]]), torch.tensor([4, 2, 3])
+    tgt_in = torch.tensor([[1, 9, 10, 11], [1, 12, 0, 0], [1, 13, 14, 0]])
+    tgt_out = torch.tensor([[9, 10, 11, 2], [12, 2, 0, 0], [13, 14, 2, 0]])
+    batch = Batch(src, src_lens, tgt_in, tgt_out, num_tokens=int((tgt_out != 0).sum()))
+    fast = batch_loss(model, batch, VOCAB.pad_id)
+    state, plain = model.encode(src, src_lens), torch.tensor(0.0)
+    for t in range(tgt_in.shape[1]):
+        logits, state, _ = model.decode_step(tgt_in[:, t], state)
+        plain = plain + F.cross_entropy(logits, tgt_out[:, t], ignore_index=VOCAB.pad_id, reduction="sum")
+    assert torch.allclose(fast, plain, rtol=1e-5)
+    bf16 = batch_loss(model, batch, VOCAB.pad_id, precision="bf16")
+    assert torch.allclose(bf16, plain, rtol=2e-2)  # bf16 autocast: same loss up to bf16 rounding

@@ -54,18 +54,23 @@ class Decoder(nn.Module):
         return output.squeeze(1), DecoderState(state.memory, state.prepared_keys, state.src_mask,
                                                hidden), weights.squeeze(1)
 
-    def forward(self, tgt_in: torch.Tensor, state: DecoderState
+    def forward(self, tgt_in: torch.Tensor, state: DecoderState, tgt_mask: torch.Tensor | None = None
                 ) -> tuple[torch.Tensor, DecoderState, torch.Tensor]:
         """Teacher-forced run: tgt_in (batch, tgt_len) -> logits (batch, tgt_len, vocab),
-        final state, attention weights (batch, tgt_len, src_len)."""
+        final state, attention weights (batch, tgt_len, src_len).
+
+        With a (batch, tgt_len) bool `tgt_mask`, logits come only for the True positions, as
+        (num_true, vocab): padding never reaches the large output projection and softmax.
+        """
         emb = self.embedding(tgt_in)  # (batch, tgt_len, embed), looked up once for all steps
         outputs, weights = [], []
         for t in range(tgt_in.shape[1]):
             output, state, step_weights = self.step(emb[:, t], state)
             outputs.append(output)
             weights.append(step_weights)
+        hidden = torch.stack(outputs, dim=1)  # (batch, tgt_len, hidden)
         # The output projection, the largest matrix product, runs once over all steps.
-        logits = self.out(torch.stack(outputs, dim=1))
+        logits = self.out(hidden if tgt_mask is None else hidden[tgt_mask])
         return logits, state, torch.stack(weights, dim=1)
 
     def decode_step(self, prev_ids: torch.Tensor, state: DecoderState

@@ -27,9 +27,11 @@ class Seq2Seq(nn.Module):
                     ) -> tuple[torch.Tensor, DecoderState, torch.Tensor]:
         return self.decoder.decode_step(prev_ids, state)
 
-    def forward(self, src: torch.Tensor, src_lens: torch.Tensor, tgt_in: torch.Tensor) -> torch.Tensor:
-        """Teacher forcing: -> logits (batch, tgt_len, tgt_vocab)."""
-        logits, _, _ = self.decoder(tgt_in, self.encode(src, src_lens))
+    def forward(self, src: torch.Tensor, src_lens: torch.Tensor, tgt_in: torch.Tensor,
+                tgt_mask: torch.Tensor | None = None) -> torch.Tensor:
+        """Teacher forcing: -> logits (batch, tgt_len, tgt_vocab), or (num_true, tgt_vocab) for
+        the True positions of `tgt_mask` only."""
+        logits, _, _ = self.decoder(tgt_in, self.encode(src, src_lens), tgt_mask)
         return logits
 
 

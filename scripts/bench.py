@@ -1,0 +1,248 @@
+"""Speed benchmark: nmt against a faithful re-implementation of the seed 002 design, in one run.
+
+    python scripts/bench.py                      # default config, 2 threads, about 5 minutes
+    python scripts/bench.py --json bench.json    # also write the figures as JSON
+
+Each measurement runs in a fresh process (so peak memory is its own) on the same training
+sentences, model sizes and thread count:
+  train_tok_s / seed_train_tok_s   target tokens/s (non-pad, <eos> included), median of windows
+                                   after warm-up; nmt as its own pipeline feeds it (length-bucketed
+                                   batches), the seed as seed 002 feeds it (64 shuffled sentences
+                                   padded to the longest)
+  greedy_sent_s / seed_greedy_sent_s   test-split sentences/s; nmt batched, the seed one sentence
+                                   at a time (d2l.predict_s2s_ch9); both with untrained weights and
+                                   the same length caps, so both decode every sentence to its cap
+  beam5_sent_s                     batched beam search, beam 5 (null until nmt has beam search)
+  peak_rss_mb                      peak resident memory of nmt's training process
+  gemm_gflops                      this machine's fp32 GEMM rate (2048^3, same thread count)
+  flops_per_token                  the model's training FLOPs per target token (3x forward)
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import multiprocessing as mp
+import random
+import resource
+import statistics
+import sys
+import time
+from pathlib import Path
+
+import torch
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+sys.path.insert(0, str(REPO / "scripts"))
+
+
+def _peak_rss_mb() -> float:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # ru_maxrss is KiB on Linux
+
+
+def _prepare(args):
+    from nmt.config import load_config
+    from nmt.corpus import load_splits, resolve_corpus
+    from nmt.data import encode_pairs
+    from nmt.vocab import Vocab
+
+    torch.set_num_threads(args.threads)
+    overrides = [f"train.precision={args.precision}"] if args.precision else []
+    cfg = load_config(args.config, overrides)
+    splits = load_splits(resolve_corpus(args.data, cfg.data), cfg.data.num_pairs)
+    src_vocab = Vocab.build((p.src for p in splits.train), cfg.data.min_freq)
+    tgt_vocab = Vocab.build((p.tgt for p in splits.train), cfg.data.min_freq)
+    examples = encode_pairs(splits.train, src_vocab, tgt_vocab, cfg.data.max_len)
+    return cfg, splits, src_vocab, tgt_vocab, examples
+
+
+def _windows(step_fn, batches, warmup: int, windows: int, window_steps: int) -> list[float]:
+    """Run warm-up steps, then time `windows` windows of `window_steps` steps; tokens/s each."""
+    it = iter(batches)
+    for _ in range(warmup):
+        step_fn(next(it))
+    rates = []
+    for _ in range(windows):
+        tokens, start = 0, time.perf_counter()
+        for _ in range(window_steps):
+            tokens += step_fn(next(it))
+        rates.append(tokens / (time.perf_counter() - start))
+    return rates
+
+
+def measure_nmt_train(args) -> dict:
+    from nmt import runtime
+    from nmt.data import iterate_batches
+    from nmt.model import build_model
+    from nmt.train import train_step
+
+    cfg, _, src_vocab, tgt_vocab, examples = _prepare(args)
+    runtime.configure(args.threads)
+    torch.manual_seed(0)
+    model = build_model(cfg.model, src_vocab, tgt_vocab).train()
+    optimizer = torch.optim.Adam(model.parameters(), lr=cfg.train.lr, fused=True)
+    batches = iterate_batches(examples, cfg.train.batch_size, tgt_vocab.pad_id, tgt_vocab.bos_id,
+                              random.Random(0))
+
+    def step(batch) -> int:
+        train_step(model, batch, optimizer, cfg, tgt_vocab.pad_id)
+        return batch.num_tokens
+
+    rates = _windows(step, batches, args.warmup, args.windows, args.window_steps)
+    return {"train_tok_s": statistics.median(rates), "train_windows": rates, "peak_rss_mb": _peak_rss_mb(),
+            "precision": cfg.train.precision, "flops_per_token": flops_per_token(cfg, examples, len(tgt_vocab))}
+
+
+def measure_seed_train(args) -> dict:
+    import seed_reference as seed
+
+    from nmt.data import pad
+
+    cfg, _, src_vocab, tgt_vocab, examples = _prepare(args)
+    m = cfg.model
+    torch.manual_seed(0)
+    model = seed.build(len(src_vocab), len(tgt_vocab), m.embed_size, m.hidden_size, m.num_layers, m.dropout)
+    optimizer = torch.optim.Adam(model.parameters(), lr=cfg.train.lr)
+    loss_fn = seed.MaskedSoftmaxCELoss()
+    order = list(range(len(examples)))
+    random.Random(0).shuffle(order)
+
+    def batches():
+        for start in range(0, len(order), 64):
+            chunk = [examples[i] for i in order[start: start + 64]]
+            X = pad([ex.src for ex in chunk], src_vocab.pad_id)
+            Y = pad([[tgt_vocab.bos_id] + ex.tgt for ex in chunk], tgt_vocab.pad_id)  # tgt ends in <eos>
+            yield X, torch.tensor([len(ex.src) for ex in chunk]), Y, torch.tensor([len(ex.tgt) + 1 for ex in chunk])
+
+    def step(batch) -> int:
+        X, X_vlen, Y, Y_vlen = batch
+        seed.train_step(model, optimizer, loss_fn, X, X_vlen, Y, Y_vlen)
+        return int((Y_vlen - 1).sum())
+
+    rates = _windows(step, batches(), args.warmup, args.windows, args.window_steps)
+    return {"seed_train_tok_s": statistics.median(rates), "seed_train_windows": rates,
+            "seed_peak_rss_mb": _peak_rss_mb()}
+
+
+def _decode_inputs(args):
+    from nmt.evaluate import group_references
+
+    cfg, splits, src_vocab, tgt_vocab, _ = _prepare(args)
+    sources, _ = group_references(splits.test)
+    return cfg, sources[: args.decode_sentences], src_vocab, tgt_vocab
+
+
+def measure_nmt_decode(args) -> dict:
+    from nmt import runtime
+    from nmt.model import build_model
+    from nmt.translator import Translator
+
+    cfg, sources, src_vocab, tgt_vocab = _decode_inputs(args)
+    runtime.configure(args.threads)
+    torch.manual_seed(0)
+    model = build_model(cfg.model, src_vocab, tgt_vocab).eval()
+    translator = Translator(model, src_vocab, tgt_vocab, cfg.decode, torch.device("cpu"))
+    translator.translate_tokens(sources[:64])  # warm-up
+    start = time.perf_counter()
+    outputs = translator.translate_tokens(sources)
+    elapsed = time.perf_counter() - start
+    return {"greedy_sent_s": len(sources) / elapsed, "greedy_out_tokens": sum(map(len, outputs)),
+            "beam5_sent_s": None, "decode_sentences": len(sources)}
+
+
+def measure_seed_decode(args) -> dict:
+    import seed_reference as seed
+
+    cfg, sources, src_vocab, tgt_vocab = _decode_inputs(args)
+    m, d = cfg.model, cfg.decode
+    torch.manual_seed(0)
+    model = seed.build(len(src_vocab), len(tgt_vocab), m.embed_size, m.hidden_size, m.num_layers, m.dropout).eval()
+    ids = [src_vocab.encode(s) + [src_vocab.eos_id] for s in sources]
+    caps = [int(len(x) * d.max_output_ratio) + d.max_output_extra for x in ids]  # nmt's caps
+    seed.predict(model, ids[0], tgt_vocab.bos_id, tgt_vocab.eos_id, caps[0])  # warm-up
+    start = time.perf_counter()
+    out_tokens = sum(len(seed.predict(model, x, tgt_vocab.bos_id, tgt_vocab.eos_id, cap)) for x, cap in zip(ids, caps))
+    elapsed = time.perf_counter() - start
+    return {"seed_greedy_sent_s": len(ids) / elapsed, "seed_greedy_out_tokens": out_tokens}
+
+
+def measure_gemm(args) -> dict:
+    torch.set_num_threads(args.threads)
+    result = {}
+    for name, dtype, (m, k, n) in [("gemm_gflops", torch.float32, (2048, 2048, 2048)),
+                                   ("gemm_gflops_output_shape", torch.float32, (640, 256, 17582)),
+                                   ("gemm_gflops_bf16", torch.bfloat16, (2048, 2048, 2048))]:
+        a, b = torch.randn(m, k, dtype=dtype), torch.randn(k, n, dtype=dtype)
+        for _ in range(3):
+            a @ b
+        reps, start = 10, time.perf_counter()
+        for _ in range(reps):
+            a @ b
+        result[name] = 2 * m * k * n * reps / (time.perf_counter() - start) / 1e9
+    return result
+
+
+def flops_per_token(cfg, examples, tgt_vocab_size: int) -> float:
+    """Training FLOPs per target token: 3x the forward multiply-adds x2, per the model's shapes."""
+    E, H, L = cfg.model.embed_size, cfg.model.hidden_size, cfg.model.num_layers
+    src_tokens = sum(len(ex.src) for ex in examples)
+    tgt_tokens = sum(len(ex.tgt) for ex in examples)
+    avg_src_len = src_tokens / len(examples)
+    lstm = lambda input_size: 8 * H * (input_size + H)  # 4 gates, input and recurrent GEMMs  # noqa: E731
+    encoder_per_src = lstm(E) + (L - 1) * lstm(H) + 2 * H * H  # + the key projection
+    decoder_per_tgt = (2 * H * H + 4 * H * avg_src_len  # query projection, scores and context
+                       + lstm(E + H) + (L - 1) * lstm(H) + 2 * H * tgt_vocab_size)
+    forward = decoder_per_tgt + encoder_per_src * src_tokens / tgt_tokens
+    return 3 * forward
+
+
+def _run(fn_name: str, args) -> dict:
+    with mp.get_context("spawn").Pool(1) as pool:
+        return pool.apply(globals()[fn_name], (args,))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--config", default=str(REPO / "configs/default.yaml"))
+    parser.add_argument("--data", default=None, help="fra-eng.zip (default: as nmt finds it)")
+    parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--precision", choices=("fp32", "bf16"), default=None,
+                        help="nmt's train.precision (default: the config's)")
+    parser.add_argument("--warmup", type=int, default=10)
+    parser.add_argument("--windows", type=int, default=5)
+    parser.add_argument("--window-steps", type=int, default=20)
+    parser.add_argument("--decode-sentences", type=int, default=1000)
+    parser.add_argument("--json", type=Path, default=None)
+    args = parser.parse_args()
+
+    results: dict = {"threads": args.threads, "config": args.config, "torch": torch.__version__}
+    for name in ("measure_gemm", "measure_nmt_train", "measure_seed_train", "measure_nmt_decode",
+                 "measure_seed_decode"):
+        start = time.perf_counter()
+        results.update(_run(name, args))
+        print(f"[{name} took {time.perf_counter() - start:.0f} s]", file=sys.stderr)
+    results["train_speedup"] = results["train_tok_s"] / results["seed_train_tok_s"]
+    results["greedy_speedup"] = results["greedy_sent_s"] / results["seed_greedy_sent_s"]
+    results["compute_bound_share"] = results["train_tok_s"] * results["flops_per_token"] / (results["gemm_gflops"] * 1e9)
+
+    print(f"machine: fp32 GEMM {results['gemm_gflops']:.0f} GFLOP/s (2048^3), "
+          f"{results['gemm_gflops_output_shape']:.0f} at the output projection's shape, "
+          f"bf16 {results['gemm_gflops_bf16']:.0f}; {args.threads} threads; torch {torch.__version__}")
+    print(f"model: {results['flops_per_token'] / 1e6:.1f} MFLOP per trained target token")
+    print(f"train   nmt ({results['precision']}) {results['train_tok_s']:8,.0f} tok/s | seed 002 "
+          f"{results['seed_train_tok_s']:8,.0f} tok/s | x{results['train_speedup']:.2f} | "
+          f"{100 * results['compute_bound_share']:.0f}% of the fp32 GEMM bound")
+    print(f"greedy  nmt {results['greedy_sent_s']:8,.1f} sent/s | seed 002 {results['seed_greedy_sent_s']:8,.1f} sent/s"
+          f" | x{results['greedy_speedup']:.2f} ({results['decode_sentences']} test sentences)")
+    beam = results["beam5_sent_s"]
+    print(f"beam 5  nmt {'not available' if beam is None else f'{beam:,.1f} sent/s'}")
+    print(f"memory  peak RSS while training: nmt {results['peak_rss_mb']:,.0f} MB | seed 002 "
+          f"{results['seed_peak_rss_mb']:,.0f} MB")
+    if args.json:
+        args.json.write_text(json.dumps(results, indent=2) + "\n", encoding="utf-8")
+        print(f"wrote {args.json}")
+
+
+if __name__ == "__main__":
+    main()

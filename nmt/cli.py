@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import logging
 import sys
@@ -22,6 +23,8 @@ DEFAULT_CONFIG = Path("configs/default.yaml")
 CheckpointOpt = Annotated[Optional[str], typer.Option(
     "--checkpoint", "-c", help="A checkpoint file or a run directory (default: the newest run's best.pt).")]
 DeviceOpt = Annotated[str, typer.Option(help="auto, cpu or cuda (auto takes CUDA when present).")]
+BeamOpt = Annotated[Optional[int], typer.Option(
+    "--beam", "-k", min=1, help="Beam size (default: the checkpoint's decode.beam_size; 1 is greedy).")]
 DataOpt = Annotated[Optional[str], typer.Option(
     "--data", help="fra-eng.zip or fra.txt (default: data.path, $NMT_CORPUS, data/fra-eng.zip, download).")]
 
@@ -81,7 +84,9 @@ def train(
     logging.getLogger().addHandler(file_log)
     logger.info("run directory: %s", out_dir)
     try:
-        with logging_redirect_tqdm():
+        # The redirect keeps log lines from breaking the bar; it does not copy handler levels,
+        # so --quiet (no bar) goes without it.
+        with contextlib.nullcontext() if quiet else logging_redirect_tqdm():
             run_training(cfg, out_dir, data, quiet)
     except KeyboardInterrupt:
         typer.echo(f"\ninterrupted: checkpoints saved so far are in {out_dir}", err=True)
@@ -99,10 +104,14 @@ def translate(
         "--input", "-i", help="Translate a file, one sentence per line ('-' for stdin).")] = None,
     checkpoint: CheckpointOpt = None,
     device: DeviceOpt = "auto",
+    beam: BeamOpt = None,
+    nbest: Annotated[int, typer.Option(
+        min=1, help="Print the N best translations per input as 'index<TAB>score<TAB>text'.")] = 1,
 ) -> None:
-    """Translate English sentences to French (greedy search); one output line per input line."""
+    """Translate English sentences to French; one output line per input line."""
     from nmt.checkpoint import load_model
     from nmt.corpus import read_text_file
+    from nmt.tokenizer import TOKENIZER
     from nmt.train import resolve_device
     from nmt.translator import Translator
 
@@ -121,8 +130,15 @@ def translate(
         raise NmtError("nothing to translate: pass a sentence, --input FILE, or pipe text on stdin")
     dev = resolve_device(device)
     translator = Translator.from_loaded(load_model(checkpoint, dev), dev)
-    for line in translator.translate(lines):
-        typer.echo(line)
+    if nbest == 1:
+        for line in translator.translate(lines, beam):
+            typer.echo(line)
+        return
+    sources = [TOKENIZER.tokenize(line) for line in lines]
+    for index, hyps in enumerate(translator.translate_nbest(sources, beam, nbest)):
+        for hyp in hyps or [None]:  # an empty input still gets its line
+            text = TOKENIZER.detokenize(translator.tgt_vocab.decode(hyp.tokens)) if hyp else ""
+            typer.echo(f"{index}\t{hyp.normalized:.4f}\t{text}" if hyp else f"{index}\t\t")
 
 
 @app.command("eval")
@@ -133,6 +149,7 @@ def eval_cmd(
     checkpoint: CheckpointOpt = None,
     device: DeviceOpt = "auto",
     data: DataOpt = None,
+    beam: BeamOpt = None,
 ) -> None:
     """Evaluate on a held-out split: loss and perplexity; with --bleu, BLEU, chrF and the signature."""
     from nmt.evaluate import evaluate_checkpoint
@@ -140,7 +157,7 @@ def eval_cmd(
     _setup_logging()
     if split not in ("test", "valid"):
         raise NmtError(f"--split must be test or valid (got {split!r})")
-    for line in evaluate_checkpoint(checkpoint, split, bleu, device, data):
+    for line in evaluate_checkpoint(checkpoint, split, bleu, device, data, beam):
         typer.echo(line)
 
 

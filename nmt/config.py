@@ -105,15 +105,17 @@ class TrainConfig:
 
 @dataclass(frozen=True)
 class DecodeConfig:
+    beam_size: int = 1  # 1: greedy search
+    length_penalty: float = 1.0  # beam scores are divided by length^length_penalty; 0: raw log-probs
     batch_size: int = 128
     max_input_len: int = 100  # longer inputs are truncated with a warning
     max_output_ratio: float = 2.0  # output cap: ratio * source length + extra tokens
     max_output_extra: int = 10
 
     def __post_init__(self) -> None:
-        _positive("decode", batch_size=self.batch_size, max_input_len=self.max_input_len,
-                  max_output_ratio=self.max_output_ratio)
-        _non_negative("decode", max_output_extra=self.max_output_extra)
+        _positive("decode", beam_size=self.beam_size, batch_size=self.batch_size,
+                  max_input_len=self.max_input_len, max_output_ratio=self.max_output_ratio)
+        _non_negative("decode", max_output_extra=self.max_output_extra, length_penalty=self.length_penalty)
 
 
 @dataclass(frozen=True)

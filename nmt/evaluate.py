@@ -51,12 +51,11 @@ def score(hyps: Sequence[str], refs: Sequence[Sequence[str]]) -> Scores:
 
 
 def evaluate_checkpoint(checkpoint: str | None, split: str, bleu: bool, device_name: str,
-                        data_path: str | None) -> list[str]:
+                        data_path: str | None, beam_size: int | None = None) -> list[str]:
     """Score a checkpoint on a split; returns the result lines and writes the hypotheses
     beside the checkpoint (`hyps.<split>.txt`, one per unique source sentence)."""
     import math
-
-    import torch
+    import time
 
     from nmt.checkpoint import load_model
     from nmt.corpus import load_splits, resolve_corpus
@@ -78,9 +77,14 @@ def evaluate_checkpoint(checkpoint: str | None, split: str, bleu: bool, device_n
     lines = [f"checkpoint {loaded.path} | {split}: {len(sources):,} sources, {len(pairs):,} pairs",
              f"loss {loss:.3f} | ppl {math.exp(min(loss, 50)):.2f}"]
     if bleu:
-        with torch.inference_mode():
-            hyps = [" ".join(t) for t in Translator.from_loaded(loaded, device).translate_tokens(sources)]
-        hyp_path = loaded.path.parent / f"hyps.{split}.txt"
+        beam_size = beam_size or loaded.cfg.decode.beam_size
+        start = time.perf_counter()
+        hyps = [" ".join(t) for t in Translator.from_loaded(loaded, device).translate_tokens(sources, beam_size)]
+        seconds = time.perf_counter() - start
+        search = "greedy" if beam_size == 1 else f"beam {beam_size}"
+        hyp_path = loaded.path.parent / f"hyps.{split}.{'greedy' if beam_size == 1 else f'beam{beam_size}'}.txt"
         hyp_path.write_text("\n".join(hyps) + "\n", encoding="utf-8")
-        lines += [score(hyps, refs).line(), f"hypotheses written to {hyp_path}"]
+        lines += [f"{search}: {score(hyps, refs).line()}",
+                  f"decoded {len(sources):,} sentences in {seconds:.1f} s ({len(sources) / seconds:,.1f} sent/s); "
+                  f"hypotheses written to {hyp_path}"]
     return lines

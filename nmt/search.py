@@ -1,6 +1,8 @@
-"""Decoding: batched greedy search over many sentences at once."""
+"""Decoding: batched greedy and beam search over many sentences at once."""
 
 from __future__ import annotations
+
+from dataclasses import dataclass
 
 import torch
 
@@ -43,3 +45,96 @@ def greedy(model: Seq2Seq, src: torch.Tensor, src_lens: torch.Tensor, bos_id: in
     if not return_attention:
         return outputs, None
     return outputs, [torch.stack(rows) if rows else torch.zeros(0, 0) for rows in attention]
+
+
+@dataclass(frozen=True)
+class Hypothesis:
+    tokens: list[int]  # without <bos>/<eos>
+    score: float  # summed log-probability, <eos> included
+    normalized: float  # score / length^length_penalty: what the beams are ranked by at the end
+
+
+def _length_penalty(length: int, alpha: float) -> float:
+    """Divide a log-probability by length^alpha (0: raw scores, 1: per-token average)."""
+    return float(length) ** alpha
+
+
+def _expand(scores: torch.Tensor, logits: torch.Tensor, forced: torch.Tensor, eos_id: int, beam_size: int
+            ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Score every (beam, token) continuation and keep the 2k best of each sentence.
+
+    scores (n, k) running log-probs; logits (n*k, vocab); forced (n,) rows at their length cap,
+    which may only end. Returns candidate scores, source beams and tokens, each (n, 2k).
+    """
+    n, vocab = scores.shape[0], logits.shape[-1]
+    cand = scores.unsqueeze(-1) + logits.float().log_softmax(-1).view(n, beam_size, vocab)
+    if forced.any():
+        not_eos = torch.ones(vocab, dtype=torch.bool, device=cand.device)
+        not_eos[eos_id] = False
+        cand = cand.masked_fill(forced[:, None, None] & not_eos, float("-inf"))
+    top_scores, top_index = cand.view(n, -1).topk(min(2 * beam_size, beam_size * vocab), dim=-1)
+    return top_scores, top_index // vocab, top_index % vocab
+
+
+def _finalize(finished: list[Hypothesis], nbest: int) -> list[Hypothesis]:
+    return sorted(finished, key=lambda h: h.normalized, reverse=True)[:nbest]
+
+
+@torch.inference_mode()
+def beam_search(model: Seq2Seq, src: torch.Tensor, src_lens: torch.Tensor, bos_id: int, eos_id: int,
+                max_lens: torch.Tensor, beam_size: int, length_penalty: float = 1.0, nbest: int = 1
+                ) -> list[list[Hypothesis]]:
+    """Batched beam search: k hypotheses for every sentence advance together, one decoder call a step.
+
+    A sentence ends once k of its hypotheses have produced <eos> among its k best candidates,
+    or when its hypotheses reach the sentence's cap in `max_lens` (then they must end).
+    Returns up to `nbest` hypotheses per sentence, best first. With k = 1 this is greedy search.
+    """
+    batch, k, device = src.shape[0], beam_size, src.device
+    state = model.encode(src, src_lens).select(torch.arange(batch, device=device).repeat_interleave(k))
+    scores = torch.full((batch, k), float("-inf"), device=device)
+    scores[:, 0] = 0.0  # at first every beam holds the same <bos>: expand only one of them
+    prev = torch.full((batch * k,), bos_id, dtype=torch.long, device=device)
+    history = [[[] for _ in range(k)] for _ in range(batch)]  # tokens of each live beam
+    finished: list[list[Hypothesis]] = [[] for _ in range(batch)]
+    alive = list(range(batch))  # original sentence of each live row group
+    max_lens = max_lens.to(device)
+    for t in range(int(max_lens.max().item()) + 1):
+        logits, state, _ = model.decode_step(prev, state)
+        forced = max_lens[alive] <= t
+        top_scores, top_beams, top_tokens = _expand(scores, logits, forced, eos_id, k)
+        next_scores, next_rows, next_tokens, keep = [], [], [], []
+        for i, sent in enumerate(alive):
+            new_scores, new_beams, new_tokens, new_history = [], [], [], []
+            for rank, (s, beam, token) in enumerate(zip(top_scores[i].tolist(), top_beams[i].tolist(),
+                                                        top_tokens[i].tolist())):
+                if s == float("-inf") or len(new_scores) == k:
+                    break
+                if token == eos_id:
+                    if rank < k:  # only an <eos> among the k best ends a hypothesis
+                        tokens = history[sent][beam]
+                        finished[sent].append(Hypothesis(tokens, s, s / _length_penalty(len(tokens) + 1, length_penalty)))
+                    continue
+                new_scores.append(s)
+                new_beams.append(i * k + beam)
+                new_tokens.append(token)
+                new_history.append(history[sent][beam] + [token])
+            if len(finished[sent]) >= k or forced[i].item() or not new_scores:
+                continue  # this sentence is done
+            while len(new_scores) < k:  # pad with dead beams so every sentence keeps k rows
+                new_scores.append(float("-inf"))
+                new_beams.append(new_beams[0])
+                new_tokens.append(new_tokens[0])
+                new_history.append(new_history[0])
+            history[sent] = new_history
+            next_scores.append(new_scores)
+            next_rows.extend(new_beams)
+            next_tokens.extend(new_tokens)
+            keep.append(sent)
+        if not keep:
+            break
+        alive = keep
+        scores = torch.tensor(next_scores, device=device)
+        prev = torch.tensor(next_tokens, dtype=torch.long, device=device)
+        state = state.select(torch.tensor(next_rows, device=device))
+    return [_finalize(f, nbest) for f in finished]

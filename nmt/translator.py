@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 
 import torch
 
@@ -11,7 +11,7 @@ from nmt.checkpoint import LoadedModel
 from nmt.config import DecodeConfig
 from nmt.data import pad
 from nmt.model import Seq2Seq
-from nmt.search import greedy
+from nmt.search import Hypothesis, beam_search, greedy
 from nmt.tokenizer import TOKENIZER
 from nmt.vocab import Vocab
 
@@ -36,19 +36,15 @@ class Translator:
             tokens = tokens[:limit]
         return self.src_vocab.encode(tokens) + [self.src_vocab.eos_id]
 
-    def translate_tokens(self, sources: Sequence[list[str]]) -> list[list[str]]:
-        """Token lists in, token lists out, in input order; empty inputs give empty outputs."""
-        results: list[list[str]] = [[] for _ in sources]
-        for indices, hyps in self._decode_batches(sources):
-            for i, ids in zip(indices, hyps):
-                results[i] = self.tgt_vocab.decode(ids)
-        return results
+    def translate_nbest(self, sources: Sequence[list[str]], beam_size: int | None = None, nbest: int = 1
+                        ) -> list[list[Hypothesis]]:
+        """Token lists in; for each, up to `nbest` hypotheses (best first), in input order.
 
-    def translate(self, lines: Sequence[str]) -> list[str]:
-        return [TOKENIZER.detokenize(t) for t in self.translate_tokens([TOKENIZER.tokenize(x) for x in lines])]
-
-    def _decode_batches(self, sources: Sequence[list[str]]) -> Iterator[tuple[list[int], list[list[int]]]]:
-        # Sorting by length keeps padding low; the caller puts outputs back in input order.
+        beam_size 1 is greedy search (its one hypothesis is scored too); empty inputs give [].
+        """
+        beam_size = beam_size or self.cfg.beam_size
+        results: list[list[Hypothesis]] = [[] for _ in sources]
+        # Sorting by length keeps padding low; results go back to input order.
         order = sorted((i for i, s in enumerate(sources) if s), key=lambda i: len(sources[i]))
         for start in range(0, len(order), self.cfg.batch_size):
             indices = order[start: start + self.cfg.batch_size]
@@ -56,5 +52,22 @@ class Translator:
             src = pad(ids, self.src_vocab.pad_id).to(self.device)
             src_lens = torch.tensor([len(x) for x in ids], device=self.device)
             max_lens = (src_lens.float() * self.cfg.max_output_ratio).long() + self.cfg.max_output_extra
-            hyps, _ = greedy(self.model, src, src_lens, self.tgt_vocab.bos_id, self.tgt_vocab.eos_id, max_lens)
-            yield indices, hyps
+            bos, eos = self.tgt_vocab.bos_id, self.tgt_vocab.eos_id
+            if beam_size == 1 and nbest == 1:
+                outputs, _ = greedy(self.model, src, src_lens, bos, eos, max_lens)
+                hyps = [[Hypothesis(o, float("nan"), float("nan"))] for o in outputs]
+            else:
+                hyps = beam_search(self.model, src, src_lens, bos, eos, max_lens, max(beam_size, nbest),
+                                   self.cfg.length_penalty, nbest)
+            for i, h in zip(indices, hyps):
+                results[i] = h
+        return results
+
+    def translate_tokens(self, sources: Sequence[list[str]], beam_size: int | None = None) -> list[list[str]]:
+        """Token lists in, the best translation's tokens out, in input order."""
+        return [self.tgt_vocab.decode(h[0].tokens) if h else []
+                for h in self.translate_nbest(sources, beam_size)]
+
+    def translate(self, lines: Sequence[str], beam_size: int | None = None) -> list[str]:
+        tokens = self.translate_tokens([TOKENIZER.tokenize(x) for x in lines], beam_size)
+        return [TOKENIZER.detokenize(t) for t in tokens]

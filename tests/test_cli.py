@@ -79,10 +79,10 @@ def test_tiny_model_learned_the_toy_language(trained):
 def test_eval_bleu_prints_scores_and_writes_hypotheses(trained):
     result = invoke("eval", "--bleu", "-c", trained["run"], "--data", trained["corpus"])
     assert result.exit_code == 0, result.output
-    bleu_line = next(line for line in result.stdout.splitlines() if line.startswith("BLEU"))
+    bleu_line = next(line for line in result.stdout.splitlines() if line.startswith("greedy: BLEU"))
     assert "chrF" in bleu_line and "nrefs:" in bleu_line and "tok:13a" in bleu_line
-    assert float(bleu_line.split()[1]) > 50  # the toy language is easy to learn exactly
-    hyps = (trained["run"] / "hyps.test.txt").read_text().splitlines()
+    assert float(bleu_line.split()[2]) > 50  # the toy language is easy to learn exactly
+    hyps = (trained["run"] / "hyps.test.greedy.txt").read_text().splitlines()
     assert hyps and all(hyps)
     plain = invoke("eval", "-c", trained["run"], "--data", trained["corpus"])
     assert "ppl" in plain.stdout and "BLEU" not in plain.stdout
@@ -168,3 +168,30 @@ def test_checkpoint_that_does_not_fit_its_config(trained, tmp_path):
     bad = tmp_path / "mismatch.pt"
     torch.save(state, bad)
     assert_one_line_error(invoke("translate", "Go .", "-c", bad), "do not fit")
+
+
+def test_quiet_training_prints_no_progress(tmp_path, toy_zip, tiny_config):
+    result = invoke("train", tiny_config, "--data", toy_zip, "--out", tmp_path / "q", "--quiet",
+                    "--set", "train.epochs=1")
+    assert result.exit_code == 0, result.output
+    assert result.output == ""
+    assert "validation at step" in (tmp_path / "q" / "train.log").read_text()
+
+
+def test_beam_and_nbest(trained, tmp_path):
+    greedy = invoke("translate", "I see a cat.", "He has the car.", "-c", trained["run"])
+    beam1 = invoke("translate", "I see a cat.", "He has the car.", "-c", trained["run"], "--beam", "1")
+    beam5 = invoke("translate", "I see a cat.", "He has the car.", "-c", trained["run"], "--beam", "5")
+    assert greedy.stdout == beam1.stdout and len(beam5.stdout.splitlines()) == 2
+    nbest = invoke("translate", "-i", "-", "-c", trained["run"], "--beam", "4", "--nbest", "3",
+                   input="I see a cat.\n\nHe has the car.\n")
+    assert nbest.exit_code == 0, nbest.output
+    rows = [line.split("\t") for line in nbest.stdout.splitlines()]
+    assert [r[0] for r in rows] == ["0", "0", "0", "1", "2", "2", "2"]
+    assert rows[3] == ["1", "", ""]
+    scores = [float(r[1]) for r in rows[:3]]
+    assert scores == sorted(scores, reverse=True) and len({r[2] for r in rows[:3]}) == 3
+    assert invoke("translate", "Go .", "-c", trained["run"], "--beam", "0").exit_code == 2  # typer's range check
+    ev = invoke("eval", "--bleu", "--beam", "3", "-c", trained["run"], "--data", trained["corpus"])
+    assert ev.exit_code == 0 and "beam 3: BLEU" in ev.stdout
+    assert (trained["run"] / "hyps.test.beam3.txt").is_file()

@@ -6,8 +6,10 @@ A checkpoint is a plain dict of tensors, numbers, strings and lists, so it loads
 
 from __future__ import annotations
 
+import logging
 import os
 import pickle
+import shutil
 import tempfile
 import zipfile
 from dataclasses import dataclass
@@ -20,6 +22,8 @@ from nmt.config import Config, config_from_dict
 from nmt.errors import CheckpointError, ConfigError
 from nmt.model import Seq2Seq, build_model
 from nmt.vocab import Vocab
+
+logger = logging.getLogger(__name__)
 
 RUNS_DIR = Path("runs")
 BEST, LAST = "best.pt", "last.pt"
@@ -42,16 +46,72 @@ def atomic_save(obj: Any, path: Path) -> None:
         raise
 
 
-def save_checkpoint(path: Path, model: Seq2Seq, optimizer: torch.optim.Optimizer | None, cfg: Config,
-                    src_vocab: Vocab, tgt_vocab: Vocab, progress: dict[str, Any]) -> None:
-    atomic_save({
+def checkpoint_state(model: Seq2Seq, optimizer: torch.optim.Optimizer | None, cfg: Config,
+                     src_vocab: Vocab, tgt_vocab: Vocab, progress: dict[str, Any]) -> dict[str, Any]:
+    return {
         "model": model.state_dict(),
         "optimizer": optimizer.state_dict() if optimizer is not None else None,
         "config": cfg.to_dict(),
         "src_vocab": src_vocab.itos,
         "tgt_vocab": tgt_vocab.itos,
-        "progress": progress,  # step, epoch, best validation score, ...
-    }, path)
+        "progress": progress,  # step, epoch, data position, RNG states, best validation record
+    }
+
+
+def save_checkpoint(path: Path, model: Seq2Seq, optimizer: torch.optim.Optimizer | None, cfg: Config,
+                    src_vocab: Vocab, tgt_vocab: Vocab, progress: dict[str, Any]) -> None:
+    atomic_save(checkpoint_state(model, optimizer, cfg, src_vocab, tgt_vocab, progress), path)
+
+
+def rotating_name(step: int) -> str:
+    return f"ckpt-{step:08d}.pt"
+
+
+def publish(source: Path, dest: Path) -> None:
+    """Atomically make `dest` the same file as `source`: a hard link, so nothing is written twice
+    (a copy where links are not supported). Deleting `source` later leaves `dest` intact."""
+    tmp = dest.with_name(f".{dest.name}.link")
+    tmp.unlink(missing_ok=True)
+    try:
+        os.link(source, tmp)
+    except OSError:
+        shutil.copyfile(source, tmp)
+    os.replace(tmp, dest)
+
+
+def save_rotating(run_dir: Path, state: dict[str, Any], step: int, keep_last: int) -> Path:
+    """Write ckpt-<step>.pt atomically, point last.pt at it, and delete all but the newest `keep_last`."""
+    path = run_dir / rotating_name(step)
+    atomic_save(state, path)
+    publish(path, run_dir / LAST)
+    for old in sorted(run_dir.glob("ckpt-*.pt"))[:-keep_last]:
+        old.unlink(missing_ok=True)
+    return path
+
+
+def newest_good_checkpoint(run_dir: Path) -> tuple[Path, dict[str, Any]]:
+    """The newest checkpoint of a run that loads, newest step first; corrupt ones are skipped with
+    a warning, so a crash in the middle of a save costs at most the steps since the one before."""
+    candidates = sorted(run_dir.glob("ckpt-*.pt"), reverse=True) + [run_dir / LAST]
+    skipped = []
+    for path in candidates:
+        if not path.is_file():
+            continue
+        try:
+            state = read_checkpoint(path)
+        except CheckpointError as e:
+            skipped.append(str(e))
+            continue
+        if "progress" not in state or "rng" not in state["progress"]:
+            skipped.append(f"{path}: holds no training progress")
+            continue
+        for message in skipped:
+            logger.warning("skipping %s", message)
+        if skipped:
+            logger.warning("resuming from the newest good checkpoint, %s", path)
+        return path, state
+    detail = f" ({'; '.join(skipped)})" if skipped else ""
+    raise CheckpointError(f"{run_dir}: no checkpoint to resume from{detail}")
 
 
 @dataclass
@@ -64,14 +124,19 @@ class LoadedModel:
     state: dict[str, Any]
 
 
+def newest_run(runs_dir: Path = RUNS_DIR, holding: str = BEST) -> Path:
+    """The most recently written run directory under `runs_dir` that holds `holding`."""
+    runs = sorted((p for p in runs_dir.glob(f"*/{holding}")), key=lambda p: p.stat().st_mtime)
+    if not runs:
+        raise CheckpointError(f"no trained model found under {runs_dir}/: train first "
+                              f"(nmt train) or pass --checkpoint PATH")
+    return runs[-1].parent
+
+
 def resolve_checkpoint(checkpoint: str | Path | None, runs_dir: Path = RUNS_DIR) -> Path:
     """A checkpoint file, a run directory (its best.pt), or by default the newest run's best.pt."""
     if checkpoint is None:
-        runs = sorted((p for p in runs_dir.glob(f"*/{BEST}")), key=lambda p: p.stat().st_mtime)
-        if not runs:
-            raise CheckpointError(f"no trained model found under {runs_dir}/: train first "
-                                  f"(nmt train) or pass --checkpoint PATH")
-        return runs[-1]
+        return newest_run(runs_dir) / BEST
     path = Path(checkpoint)
     if path.is_dir():
         for name in (BEST, LAST):

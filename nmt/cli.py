@@ -57,7 +57,11 @@ def user_errors(command: Callable[..., Any]) -> Callable[..., Any]:
 @app.command()
 @user_errors
 def train(
-    config: Annotated[Path, typer.Argument(help="YAML config.")] = DEFAULT_CONFIG,
+    target: Annotated[Optional[Path], typer.Argument(
+        help="YAML config (default: configs/default.yaml); with --resume, a run directory "
+             "(default: the newest run under runs/).", show_default=False)] = None,
+    resume: Annotated[bool, typer.Option(
+        "--resume", help="Continue a run exactly where its newest good checkpoint left it.")] = False,
     set_: Annotated[Optional[list[str]], typer.Option(
         "--set", help="Override a config value: --set train.lr=0.0005 (repeatable).")] = None,
     out: Annotated[Optional[Path], typer.Option(help="Run directory (default: a new one under runs/).")] = None,
@@ -67,18 +71,21 @@ def train(
     data: DataOpt = None,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress bar or log lines.")] = False,
 ) -> None:
-    """Train a model; writes config.yaml, vocabularies, metrics.jsonl, last.pt and best.pt."""
-    from nmt.config import load_config
-    from nmt.train import prepare_run_dir, train as run_training
+    """Train a model; writes config.yaml, vocabularies, metrics.jsonl, checkpoints, best.pt and last.pt."""
+    from nmt.train import TrainingInterrupted, train as run_training
 
     overrides = list(set_ or [])
     if device is not None:
         overrides.append(f"train.device={device}")
     if max_minutes is not None:
         overrides.append(f"train.max_minutes={max_minutes}")
-    cfg = load_config(config, overrides)
+    if resume:
+        if out is not None:
+            raise NmtError("--resume continues a run in its own directory; drop --out")
+        cfg, out_dir, state = _resume_target(target, overrides)
+    else:
+        cfg, out_dir, state = _new_run(target or DEFAULT_CONFIG, overrides, out)
     _setup_logging(quiet)
-    out_dir = prepare_run_dir(out, config)
     file_log = logging.FileHandler(out_dir / "train.log", encoding="utf-8")
     file_log.setFormatter(logging.Formatter("%(asctime)s %(message)s"))
     logging.getLogger().addHandler(file_log)
@@ -87,13 +94,46 @@ def train(
         # The redirect keeps log lines from breaking the bar; it does not copy handler levels,
         # so --quiet (no bar) goes without it.
         with contextlib.nullcontext() if quiet else logging_redirect_tqdm():
-            run_training(cfg, out_dir, data, quiet)
+            run_training(cfg, out_dir, data, quiet, resume=state)
+    except TrainingInterrupted as e:
+        typer.echo(str(e), err=True)
+        raise typer.Exit(code=e.exit_code) from None
     except KeyboardInterrupt:
-        typer.echo(f"\ninterrupted: checkpoints saved so far are in {out_dir}", err=True)
+        typer.echo(f"\ninterrupted: checkpoints saved so far are in {out_dir}; "
+                   f"resume with: nmt train --resume {out_dir}", err=True)
         raise typer.Exit(code=130) from None
     finally:
         logging.getLogger().removeHandler(file_log)
         file_log.close()
+
+
+def _new_run(config: Path, overrides: list[str], out: Optional[Path]):
+    from nmt.config import load_config
+    from nmt.train import prepare_run_dir
+
+    cfg = load_config(config, overrides)
+    return cfg, prepare_run_dir(out, config), None
+
+
+def _resume_target(run: Optional[Path], overrides: list[str]):
+    """The run to resume, its config (train.* and decode.* may be overridden) and its newest good checkpoint."""
+    from nmt.checkpoint import LAST, newest_good_checkpoint, newest_run
+    from nmt.config import apply_overrides, config_from_dict
+    from nmt.errors import ConfigError
+
+    run_dir = run if run is not None else newest_run(holding=LAST)
+    if not run_dir.is_dir():
+        raise NmtError(f"--resume: {run_dir} is not a run directory")
+    path, state = newest_good_checkpoint(run_dir)
+    fixed = [o for o in overrides if o.split(".", 1)[0] in ("data", "model")]
+    if fixed:
+        raise NmtError(f"--resume: {fixed[0]!r} would change the data or the model of a run; "
+                       f"only train.* and decode.* can change when resuming")
+    try:
+        cfg = config_from_dict(apply_overrides(state["config"], overrides))
+    except ConfigError as e:
+        raise ConfigError(f"{path}: {e}") from None
+    return cfg, run_dir, state
 
 
 @app.command()
@@ -101,44 +141,110 @@ def train(
 def translate(
     text: Annotated[Optional[list[str]], typer.Argument(help="Sentence(s) to translate.")] = None,
     input_: Annotated[Optional[str], typer.Option(
-        "--input", "-i", help="Translate a file, one sentence per line ('-' for stdin).")] = None,
+        "--input", "-i", help="Translate a file ('-' for stdin) in batches, one output line per input line.")] = None,
     checkpoint: CheckpointOpt = None,
     device: DeviceOpt = "auto",
     beam: BeamOpt = None,
     nbest: Annotated[int, typer.Option(
         min=1, help="Print the N best translations per input as 'index<TAB>score<TAB>text'.")] = 1,
+    plot: Annotated[Optional[Path], typer.Option(
+        help="Write a heatmap of the attention weights of the (one) sentence to this PNG.")] = None,
+    show_attention: Annotated[bool, typer.Option(
+        "--show-attention", help="Print each sentence's attention weights as a table.")] = False,
 ) -> None:
-    """Translate English sentences to French; one output line per input line."""
+    """Translate English to French: sentences given here, a file, piped stdin, or an interactive prompt."""
     from nmt.checkpoint import load_model
-    from nmt.corpus import read_text_file
-    from nmt.tokenizer import TOKENIZER
+    from nmt.corpus import iter_text_lines, open_text_input
     from nmt.train import resolve_device
     from nmt.translator import Translator
 
     _setup_logging()
     if text and input_:
         raise NmtError("give sentences as arguments or --input FILE, not both")
-    if text:
-        if any(not t.strip() for t in text):
-            raise NmtError("an input sentence is empty; pass some English text, e.g. nmt translate \"Go .\"")
-        lines = list(text)
-    elif input_ == "-" or (input_ is None and not sys.stdin.isatty()):
-        lines = sys.stdin.read().splitlines()
-    elif input_ is not None:
-        lines = read_text_file(Path(input_))
-    else:
-        raise NmtError("nothing to translate: pass a sentence, --input FILE, or pipe text on stdin")
+    if text and any(not t.strip() for t in text):
+        raise NmtError('an input sentence is empty; pass some English text, e.g. nmt translate "Go ."')
+    if (plot or show_attention) and not (text and (len(text) == 1 or not plot)):
+        raise NmtError("--plot takes exactly one sentence and --show-attention sentences given as arguments, "
+                       'e.g. nmt translate "I am cold ." --plot attention.png')
     dev = resolve_device(device)
     translator = Translator.from_loaded(load_model(checkpoint, dev), dev)
-    if nbest == 1:
-        for line in translator.translate(lines, beam):
+    if plot or show_attention:
+        _translate_with_attention(translator, text, plot, show_attention)
+    elif nbest > 1:
+        lines = text if text else _read_all(input_)
+        _print_nbest(translator, lines, beam, nbest)
+    elif text:
+        for line in translator.translate(text, beam):
             typer.echo(line)
-        return
+    elif input_ is not None:
+        with (contextlib.nullcontext(sys.stdin.buffer) if input_ == "-" else open_text_input(Path(input_))) as f:
+            for line in translator.translate_stream(iter_text_lines(f, input_), beam):
+                typer.echo(line)
+    elif sys.stdin.isatty():
+        _interactive(translator, beam)
+    else:  # a pipe: answer each line as it arrives, so a program can talk to nmt line by line
+        for line in iter_text_lines(sys.stdin.buffer, "stdin"):
+            typer.echo(translator.translate([line], beam)[0])
+            sys.stdout.flush()
+
+
+def _read_all(input_: Optional[str]) -> list[str]:
+    from nmt.corpus import iter_text_lines, open_text_input
+
+    if input_ is None or input_ == "-":
+        return list(iter_text_lines(sys.stdin.buffer, "stdin"))
+    with open_text_input(Path(input_)) as f:
+        return list(iter_text_lines(f, input_))
+
+
+def _print_nbest(translator, lines: list[str], beam: Optional[int], nbest: int) -> None:
+    from nmt.tokenizer import TOKENIZER
+
     sources = [TOKENIZER.tokenize(line) for line in lines]
     for index, hyps in enumerate(translator.translate_nbest(sources, beam, nbest)):
-        for hyp in hyps or [None]:  # an empty input still gets its line
-            text = TOKENIZER.detokenize(translator.tgt_vocab.decode(hyp.tokens)) if hyp else ""
-            typer.echo(f"{index}\t{hyp.normalized:.4f}\t{text}" if hyp else f"{index}\t\t")
+        if not hyps:  # an empty input still gets its line
+            typer.echo(f"{index}\t\t")
+        for hyp in hyps:
+            text = TOKENIZER.detokenize(translator.tgt_vocab.decode(hyp.tokens))
+            typer.echo(f"{index}\t{hyp.normalized:.4f}\t{text}")
+
+
+def _translate_with_attention(translator, sentences: list[str], plot: Optional[Path], show: bool) -> None:
+    from nmt.visualize import attention_table, plot_attention
+
+    for sentence in sentences:
+        src_tokens, out_tokens, weights = translator.attention(sentence)
+        typer.echo(" ".join(t for t in out_tokens if t != "<eos>"))
+        if show:
+            typer.echo(attention_table(src_tokens, out_tokens, weights))
+        if plot:
+            plot_attention(src_tokens, out_tokens, weights, plot, title=sentence)
+            typer.echo(f"attention heatmap written to {plot}", err=True)
+
+
+def _interactive(translator, beam: Optional[int]) -> None:
+    typer.echo("Type English, get French; an empty line or Ctrl-D ends.", err=True)
+    while True:
+        try:
+            line = input("en> ")
+        except (EOFError, KeyboardInterrupt):
+            typer.echo("", err=True)
+            return
+        if not line.strip():
+            return
+        typer.echo(translator.translate([line], beam)[0])
+
+
+@app.command()
+@user_errors
+def plot(
+    run: Annotated[Path, typer.Argument(help="A run directory (holding metrics.jsonl).")],
+    out: Annotated[Optional[Path], typer.Option(help="PNG to write (default: RUN/curves.png).")] = None,
+) -> None:
+    """Draw a run's training and validation curves as a PNG."""
+    from nmt.visualize import plot_curves
+
+    typer.echo(plot_curves(run, out))
 
 
 @app.command("eval")

@@ -21,7 +21,7 @@ D2L_URL = "http://d2l-data.s3-accelerate.amazonaws.com/fra-eng.zip"
 D2L_SHA1 = "94646ad1522d915e7b0f9296181140edcf86a4f5"
 ATTENTION_TYPES = ("additive", "dot")
 DEVICES = ("auto", "cpu", "cuda")
-PRECISIONS = ("fp32", "bf16")
+PRECISIONS = ("auto", "fp32", "bf16")
 
 
 def _positive(section: str, **values: float) -> None:
@@ -83,16 +83,18 @@ class TrainConfig:
     seed: int = 1
     threads: int = 0  # torch intra-op threads; 0 keeps torch's default
     device: str = "auto"
-    precision: str = "fp32"  # bf16: autocast matrix products to bfloat16 (weights and loss stay fp32)
+    precision: str = "fp32"  # bf16: matrix products in bfloat16 (weights, loss stay fp32); auto: bf16 where native
     log_every: int = 100
     eval_every: int = 0  # validate every N steps as well as at each epoch end; 0: epoch ends only
+    save_every: int = 500  # checkpoint every N steps too (validations and epoch ends always save); 0: off
+    keep_last: int = 3  # rotating ckpt-<step>.pt files kept (best.pt and last.pt are extra)
     val_bleu_sentences: int = 500  # fixed validation subset for the per-epoch BLEU
 
     def __post_init__(self) -> None:
-        _positive("train", batch_size=self.batch_size, lr=self.lr, epochs=self.epochs,
-                  log_every=self.log_every, val_bleu_sentences=self.val_bleu_sentences)
-        _non_negative("train", max_steps=self.max_steps, max_minutes=self.max_minutes,
-                      clip_grad=self.clip_grad, threads=self.threads, eval_every=self.eval_every)
+        _positive("train", batch_size=self.batch_size, lr=self.lr, epochs=self.epochs, log_every=self.log_every,
+                  val_bleu_sentences=self.val_bleu_sentences, keep_last=self.keep_last)
+        _non_negative("train", max_steps=self.max_steps, max_minutes=self.max_minutes, clip_grad=self.clip_grad,
+                      threads=self.threads, eval_every=self.eval_every, save_every=self.save_every)
         if not 0 <= self.label_smoothing < 1:
             raise ConfigError(f"train.label_smoothing must be in [0, 1) (got {self.label_smoothing})")
         if self.precision not in PRECISIONS:

@@ -3,14 +3,15 @@
 from __future__ import annotations
 
 import hashlib
-import io
 import logging
 import os
 import urllib.error
 import urllib.request
 import zipfile
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import BinaryIO
 
 from tqdm import tqdm
 
@@ -139,14 +140,18 @@ def load_splits(path: Path, num_pairs: int | None = None) -> Splits:
     return splits
 
 
-def read_text_file(path: Path) -> list[str]:
-    """Lines of a user's input file; a non-UTF-8 line is an error naming the line."""
+def iter_text_lines(stream: BinaryIO, name: str) -> Iterator[str]:
+    """Lines of a user's input, decoded one at a time (bounded memory); a line that is not
+    UTF-8 is an error naming it."""
+    for number, raw in enumerate(stream, start=1):
+        try:
+            yield raw.decode("utf-8").rstrip("\r\n")
+        except UnicodeDecodeError:
+            raise DataError(f"{name}: line {number} is not valid UTF-8") from None
+
+
+def open_text_input(path: Path) -> BinaryIO:
     try:
-        raw = path.read_bytes()
+        return open(path, "rb")
     except OSError as e:
         raise DataError(f"cannot read {path}: {e.strerror}") from None
-    try:
-        return io.StringIO(raw.decode("utf-8")).read().splitlines()
-    except UnicodeDecodeError as e:
-        line = raw[: e.start].count(b"\n") + 1
-        raise DataError(f"{path}: line {line} is not valid UTF-8") from None

@@ -40,3 +40,23 @@ def configure(threads: int) -> None:
         torch.set_num_threads(threads)
     if not keep_freed_memory():
         logger.debug("allocator tuning not available on this platform")
+
+
+def fast_bf16(device: torch.device) -> bool:
+    """Whether bf16 matrix products run natively: CUDA GPUs that support bf16, or CPUs with
+    avx512_bf16 or AMX (elsewhere oneDNN emulates bf16, which is slower than fp32)."""
+    if device.type == "cuda":
+        return torch.cuda.is_bf16_supported()
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as f:
+            flags = set(f.read().split())
+    except OSError:
+        return False
+    return bool(flags & {"avx512_bf16", "amx_bf16"})
+
+
+def resolve_precision(precision: str, device: torch.device) -> str:
+    """'auto' becomes bf16 where it is native and fp32 elsewhere."""
+    if precision == "auto":
+        return "bf16" if fast_bf16(device) else "fp32"
+    return precision

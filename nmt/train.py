@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 import math
 import random
+import signal
+import threading
 import time
 from dataclasses import dataclass
 from datetime import datetime
@@ -17,14 +20,15 @@ import yaml
 from tqdm import tqdm
 
 from nmt import runtime
-from nmt.checkpoint import BEST, LAST, RUNS_DIR, save_checkpoint
+from nmt.checkpoint import BEST, RUNS_DIR, checkpoint_state, publish, save_rotating
 from nmt.config import Config
 from nmt.corpus import load_splits, resolve_corpus
-from nmt.data import Batch, Example, encode_pairs, iterate_batches
+from nmt.data import Batch, Example, bucket_batches, collate, encode_pairs, iterate_batches
 from nmt.errors import NmtError
 from nmt.evaluate import Scores, group_references, score
 from nmt.model import Seq2Seq, build_model
 from nmt.translator import Translator
+from nmt.visualize import plot_curves
 from nmt.vocab import Vocab
 
 logger = logging.getLogger(__name__)
@@ -119,9 +123,9 @@ class Validator:
 class Budget:
     """Stops training at max_steps or max_minutes, whichever comes first (0 disables either)."""
 
-    def __init__(self, max_steps: int, max_minutes: float):
+    def __init__(self, max_steps: int, max_minutes: float, already_elapsed: float = 0.0):
         self.max_steps, self.max_seconds = max_steps, max_minutes * 60
-        self.start = time.monotonic()
+        self.start = time.monotonic() - already_elapsed  # a resumed run continues its clock
 
     def elapsed(self) -> float:
         return time.monotonic() - self.start
@@ -134,95 +138,224 @@ class Budget:
         return None
 
 
-def train(cfg: Config, out_dir: Path, data_path: str | None = None, quiet: bool = False) -> dict:
-    """Train `cfg` into `out_dir`; returns the best validation record."""
-    seed_everything(cfg.train.seed)
-    runtime.configure(cfg.train.threads)
-    device = resolve_device(cfg.train.device)
 
-    corpus = resolve_corpus(data_path, cfg.data)
-    splits = load_splits(corpus, cfg.data.num_pairs)
-    logger.info("corpus %s: %s", corpus, splits.sizes())
-    src_vocab = Vocab.build((p.src for p in splits.train), cfg.data.min_freq)
-    tgt_vocab = Vocab.build((p.tgt for p in splits.train), cfg.data.min_freq)
-    src_vocab.save(out_dir / "src_vocab.txt")
-    tgt_vocab.save(out_dir / "tgt_vocab.txt")
-    (out_dir / "config.yaml").write_text(yaml.safe_dump(cfg.to_dict(), sort_keys=False), encoding="utf-8")
+class TrainingInterrupted(NmtError):
+    """Ctrl-C or SIGTERM: a checkpoint was saved; the message says how to resume."""
 
-    train_examples = encode_pairs(splits.train, src_vocab, tgt_vocab, cfg.data.max_len)
-    if not train_examples:
-        raise NmtError(f"no training pair fits data.max_len={cfg.data.max_len}; raise it")
-    logger.info("vocab: %d English, %d French types | %d training pairs within data.max_len=%d",
-                len(src_vocab), len(tgt_vocab), len(train_examples), cfg.data.max_len)
-    val_sources, val_refs = group_references(splits.valid)
-    validator = Validator(encode_pairs(splits.valid, src_vocab, tgt_vocab),
-                          val_sources[: cfg.train.val_bleu_sentences], val_refs[: cfg.train.val_bleu_sentences])
+    def __init__(self, message: str, signum: int):
+        super().__init__(message)
+        self.exit_code = 128 + signum
 
-    model = build_model(cfg.model, src_vocab, tgt_vocab).to(device)
-    logger.info("model: %s parameters on %s", f"{sum(p.numel() for p in model.parameters()):,}", device)
-    # The fused kernel updates all parameters in one pass instead of a dozen ops per tensor.
-    optimizer = torch.optim.Adam(model.parameters(), lr=cfg.train.lr, fused=device.type in ("cpu", "cuda"))
-    translator = Translator(model, src_vocab, tgt_vocab, cfg.decode, device)
-    pad_id, bos_id = tgt_vocab.pad_id, tgt_vocab.bos_id
-    rng = random.Random(cfg.train.seed)
-    budget = Budget(cfg.train.max_steps, cfg.train.max_minutes)
-    best: dict = {}
-    step, window_loss, window_tokens, window_start = 0, 0.0, 0, time.monotonic()
 
-    def validate(epoch: int, reason: str) -> None:
-        nonlocal best
-        if not validator.examples:
+class _StopSignals:
+    """While active, SIGINT and SIGTERM only set a flag: the loop saves at the next step boundary."""
+
+    def __init__(self) -> None:
+        self.received: int | None = None
+
+    def __enter__(self) -> _StopSignals:
+        self._previous = {}
+        if threading.current_thread() is threading.main_thread():
+            for signum in (signal.SIGINT, signal.SIGTERM):
+                self._previous[signum] = signal.signal(signum, self._handle)
+        return self
+
+    def _handle(self, signum: int, frame: object) -> None:
+        if self.received is not None:  # a second Ctrl-C while saving: give up at once
+            raise KeyboardInterrupt
+        self.received = signum
+        logger.warning("%s received: saving a checkpoint at the end of this step",
+                       signal.Signals(signum).name)
+
+    def __exit__(self, *exc: object) -> None:
+        for signum, handler in self._previous.items():
+            signal.signal(signum, handler)
+
+
+def _truncate_metrics(path: Path, step: int) -> None:
+    """On resume, forget validation records written after the checkpoint we resume from."""
+    if path.is_file():
+        lines = [x for x in path.read_text(encoding="utf-8").splitlines() if x.strip()]
+        kept = [x for x in lines if json.loads(x)["step"] <= step]
+        if len(kept) != len(lines):
+            path.write_text("".join(x + "\n" for x in kept), encoding="utf-8")
+
+
+class Trainer:
+    """The training loop and everything it must carry across an interruption."""
+
+    def __init__(self, cfg: Config, out_dir: Path, data_path: str | None, quiet: bool,
+                 resume: dict | None):
+        self.cfg, self.out_dir, self.quiet = cfg, out_dir, quiet
+        seed_everything(cfg.train.seed)
+        runtime.configure(cfg.train.threads)
+        self.device = resolve_device(cfg.train.device)
+        precision = runtime.resolve_precision(cfg.train.precision, self.device)
+        if precision != cfg.train.precision:
+            cfg = self.cfg = dataclasses.replace(cfg, train=dataclasses.replace(cfg.train, precision=precision))
+        logger.info("device %s, precision %s, %d threads", self.device, precision, torch.get_num_threads())
+
+        corpus = resolve_corpus(data_path, cfg.data)
+        splits = load_splits(corpus, cfg.data.num_pairs)
+        logger.info("corpus %s: %s", corpus, splits.sizes())
+        if resume is None:
+            self.src_vocab = Vocab.build((p.src for p in splits.train), cfg.data.min_freq)
+            self.tgt_vocab = Vocab.build((p.tgt for p in splits.train), cfg.data.min_freq)
+            self.src_vocab.save(out_dir / "src_vocab.txt")
+            self.tgt_vocab.save(out_dir / "tgt_vocab.txt")
+            (out_dir / "config.yaml").write_text(yaml.safe_dump(cfg.to_dict(), sort_keys=False), encoding="utf-8")
+        else:
+            self.src_vocab, self.tgt_vocab = Vocab(resume["src_vocab"]), Vocab(resume["tgt_vocab"])
+
+        self.train_examples = encode_pairs(splits.train, self.src_vocab, self.tgt_vocab, cfg.data.max_len)
+        if not self.train_examples:
+            raise NmtError(f"no training pair fits data.max_len={cfg.data.max_len}; raise it")
+        logger.info("vocab: %d English, %d French types | %d training pairs within data.max_len=%d",
+                    len(self.src_vocab), len(self.tgt_vocab), len(self.train_examples), cfg.data.max_len)
+        val_sources, val_refs = group_references(splits.valid)
+        n = cfg.train.val_bleu_sentences
+        self.validator = Validator(encode_pairs(splits.valid, self.src_vocab, self.tgt_vocab),
+                                   val_sources[:n], val_refs[:n])
+
+        self.model = build_model(cfg.model, self.src_vocab, self.tgt_vocab).to(self.device)
+        logger.info("model: %s parameters on %s",
+                    f"{sum(p.numel() for p in self.model.parameters()):,}", self.device)
+        # The fused kernel updates all parameters in one pass instead of a dozen ops per tensor.
+        self.optimizer = torch.optim.Adam(self.model.parameters(), lr=cfg.train.lr,
+                                          fused=self.device.type in ("cpu", "cuda"))
+        self.translator = Translator(self.model, self.src_vocab, self.tgt_vocab, cfg.decode, self.device)
+        self.rng = random.Random(cfg.train.seed)  # drives the batch order, nothing else
+        self.step, self.epoch, self.batch_in_epoch = 0, 1, 0
+        self.epoch_rng = self.rng.getstate()  # the order of the current epoch is rebuilt from this
+        self.best: dict = {}
+        self.train_loss_sum, self.train_tokens = 0.0, 0  # since the last validation, for metrics.jsonl
+        elapsed = 0.0
+        if resume is not None:
+            elapsed = self._restore(resume)
+        self.budget = Budget(cfg.train.max_steps, cfg.train.max_minutes, elapsed)
+
+    def _progress(self) -> dict:
+        return {"step": self.step, "epoch": self.epoch, "batch_in_epoch": self.batch_in_epoch,
+                "best": self.best, "elapsed_s": self.budget.elapsed(),
+                "train_loss": [self.train_loss_sum, self.train_tokens],
+                "rng": {"batches": self.epoch_rng, "torch": torch.get_rng_state()}}
+
+    def _restore(self, state: dict) -> float:
+        self.model.load_state_dict(state["model"])
+        self.optimizer.load_state_dict(state["optimizer"])
+        progress = state["progress"]
+        self.step, self.epoch = progress["step"], progress["epoch"]
+        self.batch_in_epoch, self.best = progress["batch_in_epoch"], progress["best"]
+        self.epoch_rng = progress["rng"]["batches"]
+        self.train_loss_sum, self.train_tokens = progress["train_loss"]
+        torch.set_rng_state(progress["rng"]["torch"])
+        _truncate_metrics(self.out_dir / "metrics.jsonl", self.step)
+        logger.info("resuming at step %d (epoch %d, batch %d)", self.step, self.epoch, self.batch_in_epoch)
+        return progress["elapsed_s"]
+
+    def save(self) -> Path:
+        state = checkpoint_state(self.model, self.optimizer, self.cfg, self.src_vocab, self.tgt_vocab,
+                                 self._progress())
+        return save_rotating(self.out_dir, state, self.step, self.cfg.train.keep_last)
+
+    def validate(self, reason: str, epoch: int | None = None) -> None:
+        """Validation loss and BLEU, a line in metrics.jsonl, best.pt if it improved, and a checkpoint.
+
+        `epoch` is the epoch the record belongs to (at an epoch end the position has already moved on).
+        """
+        epoch = self.epoch if epoch is None else epoch
+        if not self.validator.examples:
             logger.warning("the valid split is empty; saving without validation")
-            save_checkpoint(out_dir / BEST, model, optimizer, cfg, src_vocab, tgt_vocab, {"step": step})
+            publish(self.save(), self.out_dir / BEST)
             return
-        val_loss, scores = validator(model, translator, cfg.decode.batch_size, pad_id, bos_id, device)
-        record = {"step": step, "epoch": epoch, "val_loss": round(val_loss, 4),
+        vocab = self.tgt_vocab
+        val_loss, scores = self.validator(self.model, self.translator, self.cfg.decode.batch_size,
+                                          vocab.pad_id, vocab.bos_id, self.device)
+        train_loss = self.train_loss_sum / max(self.train_tokens, 1)
+        self.train_loss_sum, self.train_tokens = 0.0, 0
+        record = {"step": self.step, "epoch": epoch, "train_loss": round(train_loss, 4), "val_loss": round(val_loss, 4),
                   "val_ppl": round(math.exp(min(val_loss, 50)), 2), "val_bleu": round(scores.bleu, 2),
-                  "val_chrf": round(scores.chrf, 2), "elapsed_s": round(budget.elapsed(), 1), "at": reason}
-        with open(out_dir / "metrics.jsonl", "a", encoding="utf-8") as f:
+                  "val_chrf": round(scores.chrf, 2), "elapsed_s": round(self.budget.elapsed(), 1), "at": reason}
+        with open(self.out_dir / "metrics.jsonl", "a", encoding="utf-8") as f:
             f.write(json.dumps(record) + "\n")
-        improved = not best or (scores.bleu, -val_loss) > (best["val_bleu"], -best["val_loss"])
-        progress = {"step": step, "epoch": epoch, "best": record if improved else best}
-        save_checkpoint(out_dir / LAST, model, optimizer, cfg, src_vocab, tgt_vocab, progress)
+        improved = not self.best or (scores.bleu, -val_loss) > (self.best["val_bleu"], -self.best["val_loss"])
         if improved:
-            best = record
-            save_checkpoint(out_dir / BEST, model, optimizer, cfg, src_vocab, tgt_vocab, progress)
+            self.best = record
+        path = self.save()
+        if improved:
+            publish(path, self.out_dir / BEST)
         logger.info("validation at step %d (epoch %d): loss %.3f | ppl %.1f | BLEU %.2f | chrF %.2f%s",
-                    step, epoch, val_loss, record["val_ppl"], scores.bleu, scores.chrf,
+                    self.step, epoch, val_loss, record["val_ppl"], scores.bleu, scores.chrf,
                     " | new best" if improved else "")
 
-    model.train()
-    stop_reason = None
-    for epoch in range(1, cfg.train.epochs + 1):
-        batches = iterate_batches(train_examples, cfg.train.batch_size, pad_id, bos_id, rng)
-        num_batches = math.ceil(len(train_examples) / cfg.train.batch_size)
-        with tqdm(batches, total=num_batches, desc=f"epoch {epoch}/{cfg.train.epochs}",
-                  disable=quiet, unit="batch", dynamic_ncols=True, leave=False) as bar:
-            for batch in bar:
-                loss = train_step(model, batch.to(device), optimizer, cfg, pad_id)
-                if not math.isfinite(loss):
-                    raise NmtError(f"the loss became {loss} at step {step + 1}; lower train.lr or "
-                                   f"train.clip_grad and train again (best.pt so far is kept)")
-                step += 1
-                window_loss += loss * batch.num_tokens
-                window_tokens += batch.num_tokens
-                tok_s = window_tokens / max(time.monotonic() - window_start, 1e-9)
-                bar.set_postfix(loss=f"{window_loss / window_tokens:.3f}", tok_s=f"{tok_s:,.0f}", refresh=False)
-                if step % cfg.train.log_every == 0:
-                    logger.info("step %d | loss %.3f | ppl %.1f | lr %.1e | %s tok/s", step,
-                                window_loss / window_tokens, math.exp(min(window_loss / window_tokens, 50)),
-                                optimizer.param_groups[0]["lr"], f"{tok_s:,.0f}")
-                    window_loss, window_tokens, window_start = 0.0, 0, time.monotonic()
-                stop_reason = budget.exhausted(step)
-                if stop_reason:
-                    break
-                if cfg.train.eval_every and step % cfg.train.eval_every == 0:
-                    validate(epoch, "eval_every")
-        if stop_reason:
-            logger.info("%s: stopping after step %d", stop_reason, step)
-            validate(epoch, "budget")
-            break
-        validate(epoch, "epoch end")
-    logger.info("done: best validation BLEU %.2f at step %d; checkpoints in %s",
-                best.get("val_bleu", float("nan")), best.get("step", 0), out_dir)
-    return best
+    def run(self) -> dict:
+        cfg, pad_id = self.cfg, self.tgt_vocab.pad_id
+        num_batches = math.ceil(len(self.train_examples) / cfg.train.batch_size)
+        window_loss, window_tokens, window_start = 0.0, 0, time.monotonic()
+        spent = self.budget.exhausted(self.step)
+        if spent:
+            logger.warning("nothing to train: %s; raise it (--set train.max_steps=N or --max-minutes M) "
+                           "to continue", spent)
+            return self._finish()
+        self.model.train()
+        with _StopSignals() as signals:
+            while self.epoch <= cfg.train.epochs:
+                self.rng.setstate(self.epoch_rng)
+                order = bucket_batches(self.train_examples, cfg.train.batch_size, self.rng)
+                with tqdm(total=num_batches, initial=self.batch_in_epoch, desc=f"epoch {self.epoch}/{cfg.train.epochs}",
+                          disable=self.quiet, unit="batch", dynamic_ncols=True, leave=False) as bar:
+                    for indices in order[self.batch_in_epoch:]:
+                        batch = collate([self.train_examples[i] for i in indices], pad_id, self.tgt_vocab.bos_id)
+                        loss = train_step(self.model, batch.to(self.device), self.optimizer, cfg, pad_id)
+                        if not math.isfinite(loss):
+                            raise NmtError(f"the loss became {loss} at step {self.step + 1}; the last good "
+                                           f"checkpoints are kept in {self.out_dir}; lower train.lr or "
+                                           f"train.clip_grad and resume or train again")
+                        self.step += 1
+                        self.batch_in_epoch += 1
+                        bar.update()
+                        window_loss += loss * batch.num_tokens
+                        window_tokens += batch.num_tokens
+                        self.train_loss_sum += loss * batch.num_tokens
+                        self.train_tokens += batch.num_tokens
+                        tok_s = window_tokens / max(time.monotonic() - window_start, 1e-9)
+                        bar.set_postfix(loss=f"{window_loss / window_tokens:.3f}", tok_s=f"{tok_s:,.0f}", refresh=False)
+                        if self.step % cfg.train.log_every == 0:
+                            mean = window_loss / window_tokens
+                            logger.info("step %d | loss %.3f | ppl %.1f | lr %.1e | %s tok/s", self.step, mean,
+                                        math.exp(min(mean, 50)), self.optimizer.param_groups[0]["lr"], f"{tok_s:,.0f}")
+                            window_loss, window_tokens, window_start = 0.0, 0, time.monotonic()
+                        if signals.received is not None:
+                            path = self.save()
+                            raise TrainingInterrupted(
+                                f"interrupted at step {self.step}; saved {path}. Resume with: "
+                                f"nmt train --resume {self.out_dir}", signals.received)
+                        stop_reason = self.budget.exhausted(self.step)
+                        if stop_reason:
+                            logger.info("%s: stopping after step %d", stop_reason, self.step)
+                            self.validate("budget")
+                            return self._finish()
+                        if cfg.train.eval_every and self.step % cfg.train.eval_every == 0:
+                            self.validate("eval_every")
+                        elif cfg.train.save_every and self.step % cfg.train.save_every == 0:
+                            self.save()
+                self.epoch += 1
+                self.batch_in_epoch = 0
+                self.epoch_rng = self.rng.getstate()
+                self.validate("epoch end", epoch=self.epoch - 1)
+        return self._finish()
+
+    def _finish(self) -> dict:
+        try:
+            logger.info("training curves: %s", plot_curves(self.out_dir))
+        except NmtError as e:  # matplotlib is optional; no validation yet means nothing to draw
+            logger.info("no training curves: %s", e)
+        logger.info("done: best validation BLEU %.2f at step %d; checkpoints in %s",
+                    self.best.get("val_bleu", float("nan")), self.best.get("step", 0), self.out_dir)
+        return self.best
+
+
+def train(cfg: Config, out_dir: Path, data_path: str | None = None, quiet: bool = False,
+          resume: dict | None = None) -> dict:
+    """Train `cfg` into `out_dir` (or continue the checkpoint `resume`); returns the best validation record."""
+    return Trainer(cfg, out_dir, data_path, quiet, resume).run()

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+from collections.abc import Iterable, Iterator, Sequence
 
 import torch
 
@@ -13,7 +13,7 @@ from nmt.data import pad
 from nmt.model import Seq2Seq
 from nmt.search import Hypothesis, beam_search, greedy
 from nmt.tokenizer import TOKENIZER
-from nmt.vocab import Vocab
+from nmt.vocab import EOS, Vocab
 
 logger = logging.getLogger(__name__)
 
@@ -71,3 +71,32 @@ class Translator:
     def translate(self, lines: Sequence[str], beam_size: int | None = None) -> list[str]:
         tokens = self.translate_tokens([TOKENIZER.tokenize(x) for x in lines], beam_size)
         return [TOKENIZER.detokenize(t) for t in tokens]
+
+    def translate_stream(self, lines: Iterable[str], beam_size: int | None = None,
+                         chunk_size: int | None = None) -> Iterator[str]:
+        """Translate an arbitrarily long stream in chunks, in order, holding one chunk at a time."""
+        chunk_size = chunk_size or 16 * self.cfg.batch_size
+        chunk: list[str] = []
+        for line in lines:
+            chunk.append(line)
+            if len(chunk) == chunk_size:
+                yield from self.translate(chunk, beam_size)
+                chunk = []
+        if chunk:
+            yield from self.translate(chunk, beam_size)
+
+    def attention(self, sentence: str) -> tuple[list[str], list[str], torch.Tensor]:
+        """Greedy translation of one sentence with its attention weights (output x source),
+        both token lists ending in <eos> as the model sees them."""
+        tokens = TOKENIZER.tokenize(sentence)
+        ids = self.encode_source(tokens)
+        src = torch.tensor([ids], device=self.device)
+        src_lens = torch.tensor([len(ids)], device=self.device)
+        cap = torch.tensor([int(len(ids) * self.cfg.max_output_ratio) + self.cfg.max_output_extra])
+        outputs, weights = greedy(self.model, src, src_lens, self.tgt_vocab.bos_id, self.tgt_vocab.eos_id,
+                                  cap, return_attention=True)
+        src_tokens = [self.src_vocab.itos[i] for i in ids]
+        out_tokens = [self.tgt_vocab.itos[i] for i in outputs[0]]
+        if weights[0].shape[0] > len(out_tokens):  # the <eos> step was attended too
+            out_tokens.append(EOS)
+        return src_tokens, out_tokens, weights[0]

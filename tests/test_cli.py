@@ -1,5 +1,6 @@
 """The three commands end to end on the toy corpus, and every bad input the CLI must survive."""
 
+import json
 import os
 
 import pytest
@@ -195,3 +196,101 @@ def test_beam_and_nbest(trained, tmp_path):
     ev = invoke("eval", "--bleu", "--beam", "3", "-c", trained["run"], "--data", trained["corpus"])
     assert ev.exit_code == 0 and "beam 3: BLEU" in ev.stdout
     assert (trained["run"] / "hyps.test.beam3.txt").is_file()
+
+
+def test_attention_outputs(trained, tmp_path):
+    pytest.importorskip("matplotlib")
+    png = tmp_path / "attention.png"
+    result = invoke("translate", "I see a cat.", "-c", trained["run"], "--plot", png, "--show-attention")
+    assert result.exit_code == 0, result.output
+    lines = result.stdout.splitlines()
+    assert lines[0] == "je vois un chat ."
+    assert lines[1].split() == ["i", "see", "a", "cat", ".", "<eos>"]  # the table's header: source tokens
+    assert [row.split()[0] for row in lines[2:]] == ["je", "vois", "un", "chat", ".", "<eos>"]
+    for row in lines[2:]:
+        assert sum(float(x) for x in row.split()[1:]) == pytest.approx(1.0, abs=0.03)
+    assert png.read_bytes()[:4] == b"\x89PNG"
+    two = invoke("translate", "Go .", "Hi .", "-c", trained["run"], "--plot", png)
+    assert_one_line_error(two, "--plot takes exactly one sentence")
+
+
+def test_training_draws_its_curves_and_plot_redraws_them(trained, tmp_path):
+    pytest.importorskip("matplotlib")
+    assert (trained["run"] / "curves.png").read_bytes()[:4] == b"\x89PNG"
+    result = invoke("plot", trained["run"], "--out", tmp_path / "c.png")
+    assert result.exit_code == 0 and (tmp_path / "c.png").is_file()
+    records = [json.loads(x) for x in (trained["run"] / "metrics.jsonl").read_text().splitlines()]
+    assert all("train_loss" in r for r in records)
+    assert_one_line_error(invoke("plot", tmp_path), "no metrics.jsonl")
+
+
+def _nmt_process(args, **kwargs):
+    import subprocess
+    import sys
+    return subprocess.Popen([sys.executable, "-m", "nmt", *map(str, args)], **kwargs)
+
+
+def test_pipe_is_answered_line_by_line(trained):
+    import subprocess
+    proc = _nmt_process(["translate", "-c", trained["run"]], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                        stderr=subprocess.PIPE, text=True, bufsize=1)
+    try:
+        proc.stdin.write("I see a cat.\n")
+        proc.stdin.flush()
+        assert proc.stdout.readline() == "je vois un chat .\n"  # answered while stdin is still open
+        proc.stdin.write("She has the house.\n")
+        proc.stdin.flush()
+        assert proc.stdout.readline() == "elle ai la maison .\n"
+    finally:
+        proc.stdin.close()
+        proc.wait(timeout=60)
+    assert proc.returncode == 0
+
+
+def test_interactive_prompt_on_a_terminal(trained):
+    import pty
+    import select
+    main_fd, child_fd = pty.openpty()
+    proc = _nmt_process(["translate", "-c", trained["run"]], stdin=child_fd, stdout=child_fd, stderr=child_fd)
+    os.close(child_fd)
+
+    def read_until(marker: bytes, timeout=60.0) -> bytes:
+        import time
+        seen, deadline = b"", time.monotonic() + timeout
+        while marker not in seen and time.monotonic() < deadline:
+            if select.select([main_fd], [], [], 0.5)[0]:
+                try:
+                    seen += os.read(main_fd, 4096)
+                except OSError:
+                    break
+        return seen
+
+    try:
+        assert b"en> " in read_until(b"en> ")
+        os.write(main_fd, b"I see a cat.\n")
+        assert b"je vois un chat ." in read_until(b"je vois un chat .")
+        read_until(b"en> ")
+        os.write(main_fd, b"\n")  # an empty line ends the session
+        assert proc.wait(timeout=60) == 0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        os.close(main_fd)
+
+
+def test_file_input_is_streamed_in_chunks(trained, tmp_path, monkeypatch):
+    from nmt.translator import Translator
+    seen = []
+    original = Translator.translate
+
+    def spy(self, lines, beam_size=None):
+        seen.append(len(lines))
+        return original(self, lines, beam_size)
+
+    monkeypatch.setattr(Translator, "translate", spy)
+    path = tmp_path / "many.txt"
+    path.write_text("I see a cat.\n" * 1100, encoding="utf-8")
+    result = invoke("translate", "-i", path, "-c", trained["run"])  # decode.batch_size 32: chunks of 512
+    assert result.exit_code == 0
+    assert result.stdout.splitlines() == ["je vois un chat ."] * 1100
+    assert seen == [512, 512, 76]

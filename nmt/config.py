@@ -60,10 +60,12 @@ class ModelConfig:
     num_layers: int
     dropout: float = 0.0
     attention: str = "additive"
+    init_uniform: float = 0.0  # >0: every parameter ~ uniform(-x, x) (OpenNMT-py's param_init); 0: torch defaults
 
     def __post_init__(self) -> None:
         _positive("model", embed_size=self.embed_size, hidden_size=self.hidden_size,
                   num_layers=self.num_layers)
+        _non_negative("model", init_uniform=self.init_uniform)
         if not 0 <= self.dropout < 1:
             raise ConfigError(f"model.dropout must be in [0, 1) (got {self.dropout})")
         if self.attention not in ATTENTION_TYPES:
@@ -89,12 +91,14 @@ class TrainConfig:
     save_every: int = 500  # checkpoint every N steps too (validations and epoch ends always save); 0: off
     keep_last: int = 3  # rotating ckpt-<step>.pt files kept (best.pt and last.pt are extra)
     val_bleu_sentences: int = 500  # fixed validation subset for the per-epoch BLEU
+    patience: int = 0  # stop after this many validations without a better BLEU; 0: no early stopping
 
     def __post_init__(self) -> None:
         _positive("train", batch_size=self.batch_size, lr=self.lr, epochs=self.epochs, log_every=self.log_every,
                   val_bleu_sentences=self.val_bleu_sentences, keep_last=self.keep_last)
         _non_negative("train", max_steps=self.max_steps, max_minutes=self.max_minutes, clip_grad=self.clip_grad,
-                      threads=self.threads, eval_every=self.eval_every, save_every=self.save_every)
+                      threads=self.threads, eval_every=self.eval_every, save_every=self.save_every,
+                      patience=self.patience)
         if not 0 <= self.label_smoothing < 1:
             raise ConfigError(f"train.label_smoothing must be in [0, 1) (got {self.label_smoothing})")
         if self.precision not in PRECISIONS:

@@ -213,9 +213,10 @@ class Trainer:
         logger.info("vocab: %d English, %d French types | %d training pairs within data.max_len=%d",
                     len(self.src_vocab), len(self.tgt_vocab), len(self.train_examples), cfg.data.max_len)
         val_sources, val_refs = group_references(splits.valid)
-        n = cfg.train.val_bleu_sentences
+        # Every k-th source: the corpus is sorted by length, so the first n would be the shortest.
+        every = max(1, math.ceil(len(val_sources) / cfg.train.val_bleu_sentences))
         self.validator = Validator(encode_pairs(splits.valid, self.src_vocab, self.tgt_vocab),
-                                   val_sources[:n], val_refs[:n])
+                                   val_sources[::every], val_refs[::every])
 
         self.model = build_model(cfg.model, self.src_vocab, self.tgt_vocab).to(self.device)
         logger.info("model: %s parameters on %s",
@@ -229,6 +230,7 @@ class Trainer:
         self.epoch_rng = self.rng.getstate()  # the order of the current epoch is rebuilt from this
         self.best: dict = {}
         self.train_loss_sum, self.train_tokens = 0.0, 0  # since the last validation, for metrics.jsonl
+        self.stale_validations = 0  # validations since the best one, for early stopping
         elapsed = 0.0
         if resume is not None:
             elapsed = self._restore(resume)
@@ -237,7 +239,7 @@ class Trainer:
     def _progress(self) -> dict:
         return {"step": self.step, "epoch": self.epoch, "batch_in_epoch": self.batch_in_epoch,
                 "best": self.best, "elapsed_s": self.budget.elapsed(),
-                "train_loss": [self.train_loss_sum, self.train_tokens],
+                "train_loss": [self.train_loss_sum, self.train_tokens], "stale": self.stale_validations,
                 "rng": {"batches": self.epoch_rng, "torch": torch.get_rng_state()}}
 
     def _restore(self, state: dict) -> float:
@@ -248,6 +250,7 @@ class Trainer:
         self.batch_in_epoch, self.best = progress["batch_in_epoch"], progress["best"]
         self.epoch_rng = progress["rng"]["batches"]
         self.train_loss_sum, self.train_tokens = progress["train_loss"]
+        self.stale_validations = progress["stale"]
         torch.set_rng_state(progress["rng"]["torch"])
         _truncate_metrics(self.out_dir / "metrics.jsonl", self.step)
         logger.info("resuming at step %d (epoch %d, batch %d)", self.step, self.epoch, self.batch_in_epoch)
@@ -257,6 +260,13 @@ class Trainer:
         state = checkpoint_state(self.model, self.optimizer, self.cfg, self.src_vocab, self.tgt_vocab,
                                  self._progress())
         return save_rotating(self.out_dir, state, self.step, self.cfg.train.keep_last)
+
+    def patience_exhausted(self) -> bool:
+        patience = self.cfg.train.patience
+        if patience and self.stale_validations >= patience:
+            logger.info("early stopping: no better validation BLEU in %d validations (train.patience)", patience)
+            return True
+        return False
 
     def validate(self, reason: str, epoch: int | None = None) -> None:
         """Validation loss and BLEU, a line in metrics.jsonl, best.pt if it improved, and a checkpoint.
@@ -278,9 +288,11 @@ class Trainer:
                   "val_chrf": round(scores.chrf, 2), "elapsed_s": round(self.budget.elapsed(), 1), "at": reason}
         with open(self.out_dir / "metrics.jsonl", "a", encoding="utf-8") as f:
             f.write(json.dumps(record) + "\n")
-        improved = not self.best or (scores.bleu, -val_loss) > (self.best["val_bleu"], -self.best["val_loss"])
+        # Compared as recorded (BLEU to 0.01, loss to 1e-4): float noise is not an improvement.
+        improved = not self.best or (record["val_bleu"], -record["val_loss"]) > (self.best["val_bleu"], -self.best["val_loss"])
         if improved:
             self.best = record
+        self.stale_validations = 0 if improved else self.stale_validations + 1
         path = self.save()
         if improved:
             publish(path, self.out_dir / BEST)
@@ -337,12 +349,16 @@ class Trainer:
                             return self._finish()
                         if cfg.train.eval_every and self.step % cfg.train.eval_every == 0:
                             self.validate("eval_every")
+                            if self.patience_exhausted():
+                                return self._finish()
                         elif cfg.train.save_every and self.step % cfg.train.save_every == 0:
                             self.save()
                 self.epoch += 1
                 self.batch_in_epoch = 0
                 self.epoch_rng = self.rng.getstate()
                 self.validate("epoch end", epoch=self.epoch - 1)
+                if self.patience_exhausted():
+                    break
         return self._finish()
 
     def _finish(self) -> dict:

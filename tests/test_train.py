@@ -77,3 +77,9 @@ def test_checkpoint_round_trip_gives_identical_outputs(tmp_path):
     assert not loaded.model.training
     assert torch.equal(model(batch.src, batch.src_lens, batch.tgt_in),
                        loaded.model(batch.src, batch.src_lens, batch.tgt_in))
+
+
+def test_early_stopping_on_validation_bleu(toy_zip, tmp_path):
+    # lr 0 never improves after the first validation: patience 2 stops two validations later
+    best, metrics = _train(toy_zip, tmp_path / "run", epochs=20, lr=1e-12, patience=2)
+    assert len(metrics) == 3 and best["step"] == metrics[0]["step"]

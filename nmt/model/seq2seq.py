@@ -41,4 +41,8 @@ def build_model(cfg: ModelConfig, src_vocab: Vocab, tgt_vocab: Vocab) -> Seq2Seq
     decoder = Decoder(vocab_size=len(tgt_vocab), embed_size=cfg.embed_size, hidden_size=cfg.hidden_size,
                       num_layers=cfg.num_layers, dropout=cfg.dropout, attention=cfg.attention,
                       pad_id=tgt_vocab.pad_id)
-    return Seq2Seq(encoder, decoder)
+    model = Seq2Seq(encoder, decoder)
+    if cfg.init_uniform > 0:
+        for param in model.parameters():
+            nn.init.uniform_(param, -cfg.init_uniform, cfg.init_uniform)
+    return model

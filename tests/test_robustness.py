@@ -1,0 +1,74 @@
+"""Inputs that must never crash nmt, and faults that must never lose a checkpoint."""
+
+import errno
+
+import pytest
+import torch
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from nmt import checkpoint
+from nmt.checkpoint import atomic_save, read_checkpoint
+from nmt.config import config_from_dict
+from nmt.errors import NmtError
+from nmt.model import build_model
+from nmt.translator import Translator
+from nmt.vocab import SPECIALS, Vocab
+
+from conftest import TINY
+
+VOCAB = Vocab(list(SPECIALS) + ["go", ".", "!", "va", "i", "je"])
+
+
+@pytest.fixture(scope="module")
+def translator():
+    torch.manual_seed(0)
+    cfg = config_from_dict({**TINY, "decode": {"batch_size": 8, "max_input_len": 30}})
+    model = build_model(cfg.model, VOCAB, VOCAB).eval()
+    return Translator(model, VOCAB, VOCAB, cfg.decode, torch.device("cpu"))
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(st.lists(st.text(alphabet=st.characters(codec="utf-8"), max_size=200), min_size=1, max_size=12))
+def test_any_unicode_gives_one_line_per_input(translator, lines):
+    """Control characters, combining marks, emoji, RTL text, newlines inside a 'line' ...:
+    never an exception, always exactly one output line per input line."""
+    for beam in (1, 3):
+        outputs = translator.translate(lines, beam_size=beam)
+        assert len(outputs) == len(lines)
+        assert all(isinstance(o, str) and "\n" not in o for o in outputs)
+        for line, out in zip(lines, outputs):
+            if not line.split():
+                assert out == ""  # empty (or all-whitespace) lines stay empty
+
+
+def test_very_long_line_is_truncated_with_a_warning(translator, caplog):
+    out = translator.translate(["go " * 5000])
+    assert len(out) == 1
+    assert "truncated to decode.max_input_len=30" in caplog.text
+
+
+def test_disk_full_mid_save_keeps_the_previous_checkpoint(tmp_path, monkeypatch):
+    path = tmp_path / "last.pt"
+    atomic_save({"model": {"w": torch.ones(3)}, "config": {}, "src_vocab": [], "tgt_vocab": []}, path)
+    before = path.read_bytes()
+
+    def full_disk(obj, f, *args, **kwargs):
+        f.write(b"PK\x03\x04 half a checkpoint")
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(checkpoint.torch, "save", full_disk)
+    with pytest.raises(OSError, match="No space left"):
+        atomic_save({"model": {"w": torch.zeros(3)}}, path)
+    assert path.read_bytes() == before  # untouched and still loadable
+    assert torch.equal(read_checkpoint(path)["model"]["w"], torch.ones(3))
+    assert [p.name for p in tmp_path.iterdir()] == ["last.pt"]  # no temporary file left behind
+
+
+def test_non_finite_loss_stops_with_a_clear_message(toy_zip, tmp_path):
+    from nmt.train import train
+    cfg = config_from_dict({**TINY, "train": {**TINY["train"], "lr": 1e30, "clip_grad": 0.0, "epochs": 3,
+                                              "save_every": 2}})
+    (tmp_path / "run").mkdir()
+    with pytest.raises(NmtError, match=r"the loss became (nan|inf) at step \d+; the last good checkpoints are kept"):
+        train(cfg, tmp_path / "run", str(toy_zip), quiet=True)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ctypes
 import ctypes.util
+import functools
 import logging
 import sys
 
@@ -42,6 +43,7 @@ def configure(threads: int) -> None:
         logger.debug("allocator tuning not available on this platform")
 
 
+@functools.lru_cache(maxsize=None)
 def fast_bf16(device: torch.device) -> bool:
     """Whether bf16 matrix products run natively: CUDA GPUs that support bf16, or CPUs with
     avx512_bf16 or AMX (elsewhere oneDNN emulates bf16, which is slower than fp32)."""

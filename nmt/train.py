@@ -68,7 +68,8 @@ def seed_everything(seed: int) -> None:
 def autocast(device: torch.device, precision: str) -> torch.autocast:
     """bf16 autocast runs the matrix products in bfloat16 (several times the fp32 rate on CPUs
     with avx512_bf16 and on GPUs) while weights, optimizer state and the loss stay fp32."""
-    return torch.autocast(device.type, dtype=torch.bfloat16, enabled=precision == "bf16")
+    return torch.autocast(device.type, dtype=torch.bfloat16,
+                          enabled=runtime.resolve_precision(precision, device) == "bf16")
 
 
 def batch_loss(model: Seq2Seq, batch: Batch, pad_id: int, precision: str = "fp32",

@@ -91,7 +91,7 @@ def measure_nmt_train(args) -> dict:
 
     rates = _windows(step, batches, args.warmup, args.windows, args.window_steps)
     return {"train_tok_s": statistics.median(rates), "train_windows": rates, "peak_rss_mb": _peak_rss_mb(),
-            "precision": cfg.train.precision, "flops_per_token": flops_per_token(cfg, examples, len(tgt_vocab))}
+            "precision": runtime.resolve_precision(cfg.train.precision, torch.device("cpu")), "flops_per_token": flops_per_token(cfg, examples, len(tgt_vocab))}
 
 
 def measure_seed_train(args) -> dict:

@@ -84,3 +84,15 @@ def test_fast_loss_equals_plain_step_by_step_loss():
     assert torch.allclose(fast, plain, rtol=1e-5)
     bf16 = batch_loss(model, batch, VOCAB.pad_id, precision="bf16")
     assert torch.allclose(bf16, plain, rtol=2e-2)  # bf16 autocast: same loss up to bf16 rounding
+
+
+def test_auto_precision_follows_the_hardware():
+    from nmt import runtime
+    from nmt.train import autocast
+    cpu = torch.device("cpu")
+    expected = "bf16" if runtime.fast_bf16(cpu) else "fp32"
+    assert runtime.resolve_precision("auto", cpu) == expected
+    with autocast(cpu, "auto"):
+        assert torch.is_autocast_enabled("cpu") == (expected == "bf16")
+    with autocast(cpu, "fp32"):
+        assert not torch.is_autocast_enabled("cpu")

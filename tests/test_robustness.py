@@ -65,10 +65,19 @@ def test_disk_full_mid_save_keeps_the_previous_checkpoint(tmp_path, monkeypatch)
     assert [p.name for p in tmp_path.iterdir()] == ["last.pt"]  # no temporary file left behind
 
 
-def test_non_finite_loss_stops_with_a_clear_message(toy_zip, tmp_path):
-    from nmt.train import train
-    cfg = config_from_dict({**TINY, "train": {**TINY["train"], "lr": 1e30, "clip_grad": 0.0, "epochs": 3,
-                                              "save_every": 2}})
-    (tmp_path / "run").mkdir()
-    with pytest.raises(NmtError, match=r"the loss became (nan|inf) at step \d+; the last good checkpoints are kept"):
-        train(cfg, tmp_path / "run", str(toy_zip), quiet=True)
+def test_non_finite_loss_stops_with_a_clear_message(toy_zip, tmp_path, monkeypatch):
+    from nmt import train as train_module
+    real_step, calls = train_module.train_step, []
+
+    def step_that_diverges(*args, **kwargs):
+        calls.append(1)
+        loss = real_step(*args, **kwargs)
+        return float("nan") if len(calls) == 4 else loss
+
+    monkeypatch.setattr(train_module, "train_step", step_that_diverges)
+    cfg = config_from_dict({**TINY, "train": {**TINY["train"], "save_every": 2}})
+    run = tmp_path / "run"
+    run.mkdir()
+    with pytest.raises(NmtError, match=r"the loss became nan at step 4; the last good checkpoints are kept"):
+        train_module.train(cfg, run, str(toy_zip), quiet=True)
+    assert read_checkpoint(run / "last.pt")["progress"]["step"] == 2  # written before the fault

@@ -2,7 +2,6 @@ import hashlib
 import http.server
 import threading
 import zipfile
-from pathlib import Path
 
 import pytest
 

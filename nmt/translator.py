@@ -18,6 +18,11 @@ from nmt.vocab import EOS, Vocab
 logger = logging.getLogger(__name__)
 
 
+def output_caps(src_lens: torch.Tensor, cfg: DecodeConfig) -> torch.Tensor:
+    """The most tokens to produce for each source length (<eos> not counted)."""
+    return (src_lens.float() * cfg.max_output_ratio).long() + cfg.max_output_extra
+
+
 class Translator:
     def __init__(self, model: Seq2Seq, src_vocab: Vocab, tgt_vocab: Vocab, cfg: DecodeConfig,
                  device: torch.device):
@@ -51,7 +56,7 @@ class Translator:
             ids = [self.encode_source(sources[i], i + 1) for i in indices]
             src = pad(ids, self.src_vocab.pad_id).to(self.device)
             src_lens = torch.tensor([len(x) for x in ids], device=self.device)
-            max_lens = (src_lens.float() * self.cfg.max_output_ratio).long() + self.cfg.max_output_extra
+            max_lens = output_caps(src_lens, self.cfg)
             bos, eos = self.tgt_vocab.bos_id, self.tgt_vocab.eos_id
             if beam_size == 1 and nbest == 1:
                 outputs, _ = greedy(self.model, src, src_lens, bos, eos, max_lens)
@@ -92,9 +97,8 @@ class Translator:
         ids = self.encode_source(tokens)
         src = torch.tensor([ids], device=self.device)
         src_lens = torch.tensor([len(ids)], device=self.device)
-        cap = torch.tensor([int(len(ids) * self.cfg.max_output_ratio) + self.cfg.max_output_extra])
         outputs, weights = greedy(self.model, src, src_lens, self.tgt_vocab.bos_id, self.tgt_vocab.eos_id,
-                                  cap, return_attention=True)
+                                  output_caps(src_lens, self.cfg), return_attention=True)
         src_tokens = [self.src_vocab.itos[i] for i in ids]
         out_tokens = [self.tgt_vocab.itos[i] for i in outputs[0]]
         if weights[0].shape[0] > len(out_tokens):  # the <eos> step was attended too

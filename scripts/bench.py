@@ -156,12 +156,14 @@ def measure_nmt_decode(args) -> dict:
 def measure_seed_decode(args) -> dict:
     import seed_reference as seed
 
+    from nmt.translator import output_caps
+
     cfg, sources, src_vocab, tgt_vocab = _decode_inputs(args)
     m, d = cfg.model, cfg.decode
     torch.manual_seed(0)
     model = seed.build(len(src_vocab), len(tgt_vocab), m.embed_size, m.hidden_size, m.num_layers, m.dropout).eval()
     ids = [src_vocab.encode(s) + [src_vocab.eos_id] for s in sources]
-    caps = [int(len(x) * d.max_output_ratio) + d.max_output_extra for x in ids]  # nmt's caps
+    caps = output_caps(torch.tensor([len(x) for x in ids]), d).tolist()  # nmt's own caps
     seed.predict(model, ids[0], tgt_vocab.bos_id, tgt_vocab.eos_id, caps[0])  # warm-up
     start = time.perf_counter()
     out_tokens = sum(len(seed.predict(model, x, tgt_vocab.bos_id, tgt_vocab.eos_id, cap)) for x, cap in zip(ids, caps))

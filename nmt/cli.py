@@ -154,7 +154,7 @@ def translate(
 ) -> None:
     """Translate English to French: sentences given here, a file, piped stdin, or an interactive prompt."""
     from nmt.checkpoint import load_model
-    from nmt.corpus import iter_text_lines, open_text_input
+    from nmt.corpus import iter_text_lines
     from nmt.train import resolve_device
     from nmt.translator import Translator
 
@@ -177,7 +177,7 @@ def translate(
         for line in translator.translate(text, beam):
             typer.echo(line)
     elif input_ is not None:
-        with (contextlib.nullcontext(sys.stdin.buffer) if input_ == "-" else open_text_input(Path(input_))) as f:
+        with _open_input(input_) as f:
             for line in translator.translate_stream(iter_text_lines(f, input_), beam):
                 typer.echo(line)
     elif sys.stdin.isatty():
@@ -188,13 +188,20 @@ def translate(
             sys.stdout.flush()
 
 
-def _read_all(input_: Optional[str]) -> list[str]:
-    from nmt.corpus import iter_text_lines, open_text_input
+def _open_input(input_: Optional[str]):
+    """The binary stream to read: stdin for None or '-' (left open), else the named file."""
+    from nmt.corpus import open_text_input
 
     if input_ is None or input_ == "-":
-        return list(iter_text_lines(sys.stdin.buffer, "stdin"))
-    with open_text_input(Path(input_)) as f:
-        return list(iter_text_lines(f, input_))
+        return contextlib.nullcontext(sys.stdin.buffer)
+    return open_text_input(Path(input_))
+
+
+def _read_all(input_: Optional[str]) -> list[str]:
+    from nmt.corpus import iter_text_lines
+
+    with _open_input(input_) as f:
+        return list(iter_text_lines(f, input_ or "stdin"))
 
 
 def _print_nbest(translator, lines: list[str], beam: Optional[int], nbest: int) -> None:

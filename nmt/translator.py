@@ -41,11 +41,12 @@ class Translator:
             tokens = tokens[:limit]
         return self.src_vocab.encode(tokens) + [self.src_vocab.eos_id]
 
-    def translate_nbest(self, sources: Sequence[list[str]], beam_size: int | None = None, nbest: int = 1
-                        ) -> list[list[Hypothesis]]:
+    def translate_nbest(self, sources: Sequence[list[str]], beam_size: int | None = None, nbest: int = 1,
+                        first_line: int = 1) -> list[list[Hypothesis]]:
         """Token lists in; for each, up to `nbest` hypotheses (best first), in input order.
 
         beam_size 1 is greedy search (its one hypothesis is scored too); empty inputs give [].
+        `first_line` is the input line number of sources[0], for warnings.
         """
         beam_size = beam_size or self.cfg.beam_size
         results: list[list[Hypothesis]] = [[] for _ in sources]
@@ -53,7 +54,7 @@ class Translator:
         order = sorted((i for i, s in enumerate(sources) if s), key=lambda i: len(sources[i]))
         for start in range(0, len(order), self.cfg.batch_size):
             indices = order[start: start + self.cfg.batch_size]
-            ids = [self.encode_source(sources[i], i + 1) for i in indices]
+            ids = [self.encode_source(sources[i], first_line + i) for i in indices]
             src = pad(ids, self.src_vocab.pad_id).to(self.device)
             src_lens = torch.tensor([len(x) for x in ids], device=self.device)
             max_lens = output_caps(src_lens, self.cfg)
@@ -68,13 +69,14 @@ class Translator:
                 results[i] = h
         return results
 
-    def translate_tokens(self, sources: Sequence[list[str]], beam_size: int | None = None) -> list[list[str]]:
+    def translate_tokens(self, sources: Sequence[list[str]], beam_size: int | None = None,
+                         first_line: int = 1) -> list[list[str]]:
         """Token lists in, the best translation's tokens out, in input order."""
         return [self.tgt_vocab.decode(h[0].tokens) if h else []
-                for h in self.translate_nbest(sources, beam_size)]
+                for h in self.translate_nbest(sources, beam_size, first_line=first_line)]
 
-    def translate(self, lines: Sequence[str], beam_size: int | None = None) -> list[str]:
-        tokens = self.translate_tokens([TOKENIZER.tokenize(x) for x in lines], beam_size)
+    def translate(self, lines: Sequence[str], beam_size: int | None = None, first_line: int = 1) -> list[str]:
+        tokens = self.translate_tokens([TOKENIZER.tokenize(x) for x in lines], beam_size, first_line)
         return [TOKENIZER.detokenize(t) for t in tokens]
 
     def translate_stream(self, lines: Iterable[str], beam_size: int | None = None,
@@ -82,13 +84,15 @@ class Translator:
         """Translate an arbitrarily long stream in chunks, in order, holding one chunk at a time."""
         chunk_size = chunk_size or 16 * self.cfg.batch_size
         chunk: list[str] = []
+        first_line = 1  # of the current chunk, so warnings name the line in the whole input
         for line in lines:
             chunk.append(line)
             if len(chunk) == chunk_size:
-                yield from self.translate(chunk, beam_size)
+                yield from self.translate(chunk, beam_size, first_line)
+                first_line += len(chunk)
                 chunk = []
         if chunk:
-            yield from self.translate(chunk, beam_size)
+            yield from self.translate(chunk, beam_size, first_line)
 
     def attention(self, sentence: str) -> tuple[list[str], list[str], torch.Tensor]:
         """Greedy translation of one sentence with its attention weights (output x source),

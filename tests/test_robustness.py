@@ -81,3 +81,10 @@ def test_non_finite_loss_stops_with_a_clear_message(toy_zip, tmp_path, monkeypat
     with pytest.raises(NmtError, match=r"the loss became nan at step 4; the last good checkpoints are kept"):
         train_module.train(cfg, run, str(toy_zip), quiet=True)
     assert read_checkpoint(run / "last.pt")["progress"]["step"] == 2  # written before the fault
+
+
+def test_truncation_warning_names_the_line_across_stream_chunks(translator, caplog):
+    lines = ["go ."] * 7 + ["go " * 50] + ["go ."] * 2  # line 8 is too long; chunks of 3 lines
+    out = list(translator.translate_stream(lines, chunk_size=3))
+    assert len(out) == 10
+    assert "line 8 has 50 tokens" in caplog.text

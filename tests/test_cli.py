@@ -283,9 +283,9 @@ def test_file_input_is_streamed_in_chunks(trained, tmp_path, monkeypatch):
     seen = []
     original = Translator.translate
 
-    def spy(self, lines, beam_size=None):
+    def spy(self, lines, *args, **kwargs):
         seen.append(len(lines))
-        return original(self, lines, beam_size)
+        return original(self, lines, *args, **kwargs)
 
     monkeypatch.setattr(Translator, "translate", spy)
     path = tmp_path / "many.txt"

@@ -182,6 +182,25 @@ def _truncate_metrics(path: Path, step: int) -> None:
             path.write_text("".join(x + "\n" for x in kept), encoding="utf-8")
 
 
+class _LossWindow:
+    """Mean loss and target tokens/s since the last log line, for the progress bar and the log."""
+
+    def __init__(self) -> None:
+        self.loss_sum, self.tokens, self.start = 0.0, 0, time.monotonic()
+
+    def add(self, loss: float, tokens: int) -> None:
+        self.loss_sum += loss * tokens
+        self.tokens += tokens
+
+    @property
+    def mean(self) -> float:
+        return self.loss_sum / max(self.tokens, 1)
+
+    @property
+    def tok_s(self) -> float:
+        return self.tokens / max(time.monotonic() - self.start, 1e-9)
+
+
 class Trainer:
     """The training loop and everything it must carry across an interruption."""
 
@@ -302,58 +321,17 @@ class Trainer:
                     " | new best" if improved else "")
 
     def run(self) -> dict:
-        cfg, pad_id = self.cfg, self.tgt_vocab.pad_id
-        num_batches = math.ceil(len(self.train_examples) / cfg.train.batch_size)
-        window_loss, window_tokens, window_start = 0.0, 0, time.monotonic()
         spent = self.budget.exhausted(self.step)
         if spent:
             logger.warning("nothing to train: %s; raise it (--set train.max_steps=N or --max-minutes M) "
                            "to continue", spent)
             return self._finish()
+        self.window = _LossWindow()  # spans epoch boundaries: it is reset by log lines only
         self.model.train()
         with _StopSignals() as signals:
-            while self.epoch <= cfg.train.epochs:
-                self.rng.setstate(self.epoch_rng)
-                order = bucket_batches(self.train_examples, cfg.train.batch_size, self.rng)
-                with tqdm(total=num_batches, initial=self.batch_in_epoch, desc=f"epoch {self.epoch}/{cfg.train.epochs}",
-                          disable=self.quiet, unit="batch", dynamic_ncols=True, leave=False) as bar:
-                    for indices in order[self.batch_in_epoch:]:
-                        batch = collate([self.train_examples[i] for i in indices], pad_id, self.tgt_vocab.bos_id)
-                        loss = train_step(self.model, batch.to(self.device), self.optimizer, cfg, pad_id)
-                        if not math.isfinite(loss):
-                            raise NmtError(f"the loss became {loss} at step {self.step + 1}; the last good "
-                                           f"checkpoints are kept in {self.out_dir}; lower train.lr or "
-                                           f"train.clip_grad and resume or train again")
-                        self.step += 1
-                        self.batch_in_epoch += 1
-                        bar.update()
-                        window_loss += loss * batch.num_tokens
-                        window_tokens += batch.num_tokens
-                        self.train_loss_sum += loss * batch.num_tokens
-                        self.train_tokens += batch.num_tokens
-                        tok_s = window_tokens / max(time.monotonic() - window_start, 1e-9)
-                        bar.set_postfix(loss=f"{window_loss / window_tokens:.3f}", tok_s=f"{tok_s:,.0f}", refresh=False)
-                        if self.step % cfg.train.log_every == 0:
-                            mean = window_loss / window_tokens
-                            logger.info("step %d | loss %.3f | ppl %.1f | lr %.1e | %s tok/s", self.step, mean,
-                                        math.exp(min(mean, 50)), self.optimizer.param_groups[0]["lr"], f"{tok_s:,.0f}")
-                            window_loss, window_tokens, window_start = 0.0, 0, time.monotonic()
-                        if signals.received is not None:
-                            path = self.save()
-                            raise TrainingInterrupted(
-                                f"interrupted at step {self.step}; saved {path}. Resume with: "
-                                f"nmt train --resume {self.out_dir}", signals.received)
-                        stop_reason = self.budget.exhausted(self.step)
-                        if stop_reason:
-                            logger.info("%s: stopping after step %d", stop_reason, self.step)
-                            self.validate("budget")
-                            return self._finish()
-                        if cfg.train.eval_every and self.step % cfg.train.eval_every == 0:
-                            self.validate("eval_every")
-                            if self.patience_exhausted():
-                                return self._finish()
-                        elif cfg.train.save_every and self.step % cfg.train.save_every == 0:
-                            self.save()
+            while self.epoch <= self.cfg.train.epochs:
+                if self._train_epoch(signals):
+                    return self._finish()
                 self.epoch += 1
                 self.batch_in_epoch = 0
                 self.epoch_rng = self.rng.getstate()
@@ -361,6 +339,59 @@ class Trainer:
                 if self.patience_exhausted():
                     break
         return self._finish()
+
+    def _train_epoch(self, signals: _StopSignals) -> bool:
+        """Train the rest of the current epoch; True when training must stop before its end."""
+        cfg = self.cfg.train
+        self.rng.setstate(self.epoch_rng)  # rebuilds this epoch's order, also after a resume
+        order = bucket_batches(self.train_examples, cfg.batch_size, self.rng)
+        with tqdm(total=len(order), initial=self.batch_in_epoch, desc=f"epoch {self.epoch}/{cfg.epochs}",
+                  disable=self.quiet, unit="batch", dynamic_ncols=True, leave=False) as bar:
+            for indices in order[self.batch_in_epoch:]:
+                self._train_batch(indices)
+                bar.update()
+                bar.set_postfix(loss=f"{self.window.mean:.3f}", tok_s=f"{self.window.tok_s:,.0f}", refresh=False)
+                if self.step % cfg.log_every == 0:
+                    logger.info("step %d | loss %.3f | ppl %.1f | lr %.1e | %s tok/s", self.step, self.window.mean,
+                                math.exp(min(self.window.mean, 50)), self.optimizer.param_groups[0]["lr"],
+                                f"{self.window.tok_s:,.0f}")
+                    self.window = _LossWindow()
+                if self._should_stop(signals):
+                    return True
+        return False
+
+    def _train_batch(self, indices: list[int]) -> None:
+        pad_id = self.tgt_vocab.pad_id
+        batch = collate([self.train_examples[i] for i in indices], pad_id, self.tgt_vocab.bos_id)
+        loss = train_step(self.model, batch.to(self.device), self.optimizer, self.cfg, pad_id)
+        if not math.isfinite(loss):
+            raise NmtError(f"the loss became {loss} at step {self.step + 1}; the last good "
+                           f"checkpoints are kept in {self.out_dir}; lower train.lr or "
+                           f"train.clip_grad and resume or train again")
+        self.step += 1
+        self.batch_in_epoch += 1
+        self.window.add(loss, batch.num_tokens)
+        self.train_loss_sum += loss * batch.num_tokens
+        self.train_tokens += batch.num_tokens
+
+    def _should_stop(self, signals: _StopSignals) -> bool:
+        """After a step: save and leave on a signal; validate on budget or eval_every; save on save_every."""
+        cfg = self.cfg.train
+        if signals.received is not None:
+            path = self.save()
+            raise TrainingInterrupted(f"interrupted at step {self.step}; saved {path}. Resume with: "
+                                      f"nmt train --resume {self.out_dir}", signals.received)
+        stop_reason = self.budget.exhausted(self.step)
+        if stop_reason:
+            logger.info("%s: stopping after step %d", stop_reason, self.step)
+            self.validate("budget")
+            return True
+        if cfg.eval_every and self.step % cfg.eval_every == 0:
+            self.validate("eval_every")
+            return self.patience_exhausted()
+        if cfg.save_every and self.step % cfg.save_every == 0:
+            self.save()
+        return False
 
     def _finish(self) -> dict:
         try:

@@ -22,6 +22,7 @@ D2L_SHA1 = "94646ad1522d915e7b0f9296181140edcf86a4f5"
 ATTENTION_TYPES = ("additive", "dot")
 DEVICES = ("auto", "cpu", "cuda")
 PRECISIONS = ("auto", "fp32", "bf16")
+LR_SCHEDULES = ("constant", "plateau", "linear")
 
 
 def _positive(section: str, **values: float) -> None:
@@ -61,6 +62,10 @@ class ModelConfig:
     dropout: float = 0.0
     attention: str = "additive"
     init_uniform: float = 0.0  # >0: every parameter ~ uniform(-x, x) (OpenNMT-py's param_init); 0: torch defaults
+    bidirectional: bool = False  # encoder reads both ways, hidden_size / 2 per direction
+    bridge: bool = False  # learned layer from the encoder's final state to the decoder's initial one
+    input_feeding: bool = False  # the last attentional output is fed back into the decoder LSTM
+    tie_embeddings: bool = False  # the output projection shares the target embedding matrix
 
     def __post_init__(self) -> None:
         _positive("model", embed_size=self.embed_size, hidden_size=self.hidden_size,
@@ -68,6 +73,11 @@ class ModelConfig:
         _non_negative("model", init_uniform=self.init_uniform)
         if not 0 <= self.dropout < 1:
             raise ConfigError(f"model.dropout must be in [0, 1) (got {self.dropout})")
+        if self.bidirectional and self.hidden_size % 2:
+            raise ConfigError(f"model.bidirectional needs an even model.hidden_size (got {self.hidden_size})")
+        if self.tie_embeddings and self.embed_size != self.hidden_size:
+            raise ConfigError(f"model.tie_embeddings needs model.embed_size == model.hidden_size "
+                              f"({self.embed_size} != {self.hidden_size})")
         if self.attention not in ATTENTION_TYPES:
             raise ConfigError(f"Invalid setting for `model.attention`: {self.attention!r}. "
                               f"Valid choices: {{{', '.join(ATTENTION_TYPES)}}}")
@@ -77,6 +87,11 @@ class ModelConfig:
 class TrainConfig:
     batch_size: int = 64
     lr: float = 0.001
+    lr_schedule: str = "constant"  # constant | plateau (decay when val BLEU stalls) | linear (to min_lr at the budget's end)
+    warmup_steps: int = 0  # linear warm-up from 0 to lr over the first N steps
+    min_lr: float = 0.0
+    lr_decay_factor: float = 0.5  # plateau: lr *= factor ...
+    lr_decay_patience: int = 2  # ... after this many validations without a better BLEU
     epochs: int = 10
     max_steps: int = 0  # 0: no step limit
     max_minutes: float = 0.0  # 0: no time limit; otherwise stop cleanly (validate, save) at the budget
@@ -98,7 +113,13 @@ class TrainConfig:
                   val_bleu_sentences=self.val_bleu_sentences, keep_last=self.keep_last)
         _non_negative("train", max_steps=self.max_steps, max_minutes=self.max_minutes, clip_grad=self.clip_grad,
                       threads=self.threads, eval_every=self.eval_every, save_every=self.save_every,
-                      patience=self.patience)
+                      patience=self.patience, warmup_steps=self.warmup_steps, min_lr=self.min_lr)
+        _positive("train", lr_decay_patience=self.lr_decay_patience)
+        if not 0 < self.lr_decay_factor < 1:
+            raise ConfigError(f"train.lr_decay_factor must be in (0, 1) (got {self.lr_decay_factor})")
+        if self.lr_schedule not in LR_SCHEDULES:
+            raise ConfigError(f"Invalid setting for `train.lr_schedule`: {self.lr_schedule!r}. "
+                              f"Valid choices: {{{', '.join(LR_SCHEDULES)}}}")
         if not 0 <= self.label_smoothing < 1:
             raise ConfigError(f"train.label_smoothing must be in [0, 1) (got {self.label_smoothing})")
         if self.precision not in PRECISIONS:

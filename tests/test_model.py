@@ -1,3 +1,4 @@
+import pytest
 import torch
 
 from nmt.config import ModelConfig
@@ -8,16 +9,24 @@ from nmt.vocab import SPECIALS, Vocab
 VOCAB = Vocab(list(SPECIALS) + [f"w{i}" for i in range(20)])
 
 
-def _model(attention="additive"):
+# The seed design, and every model option on at once (tying needs embed_size == hidden_size).
+VARIANTS = {"seed": {},
+            "options": dict(embed_size=16, bidirectional=True, bridge=True, input_feeding=True, tie_embeddings=True)}
+variants = pytest.mark.parametrize("options", VARIANTS.values(), ids=VARIANTS.keys())
+
+
+def _model(attention="additive", **options):
     torch.manual_seed(0)
-    return build_model(ModelConfig(embed_size=12, hidden_size=16, num_layers=2, attention=attention),
-                       VOCAB, VOCAB).eval()
+    sizes = dict(embed_size=12, hidden_size=16, num_layers=2) | options
+    return build_model(ModelConfig(attention=attention, **sizes), VOCAB, VOCAB).eval()
 
 
-def test_padding_does_not_change_a_sentence():
-    """Packing and masking make a sentence's logits independent of how much the batch pads it."""
+@variants
+def test_padding_does_not_change_a_sentence(options):
+    """Packing and masking make a sentence's logits independent of how much the batch pads it
+    (for a bidirectional encoder too, whose backward direction starts at the last real token)."""
     for attention in ("additive", "dot"):
-        model = _model(attention)
+        model = _model(attention, **options)
         src = torch.tensor([[5, 6, 7, 2]])
         padded = torch.tensor([[5, 6, 7, 2, 0, 0, 0], [8, 9, 10, 11, 12, 13, 2]])
         tgt_in = torch.tensor([[1, 9, 10]])
@@ -35,8 +44,9 @@ def test_attention_ignores_padding_and_sums_to_one():
     assert (weights[0, :, 3:] == 0).all()
 
 
-def test_teacher_forced_logits_equal_step_by_step_decoding():
-    model = _model()
+@variants
+def test_teacher_forced_logits_equal_step_by_step_decoding(options):
+    model = _model(**options)
     src, src_lens = torch.tensor([[5, 6, 7, 2], [8, 2, 0, 0]]), torch.tensor([4, 2])
     tgt_in = torch.tensor([[1, 9, 10, 11], [1, 12, 13, 14]])
     full = model(src, src_lens, tgt_in)
@@ -46,8 +56,9 @@ def test_teacher_forced_logits_equal_step_by_step_decoding():
         assert torch.allclose(logits, full[:, t], atol=1e-5)
 
 
-def test_greedy_matches_argmax_decoding_and_respects_caps():
-    model = _model()
+@variants
+def test_greedy_matches_argmax_decoding_and_respects_caps(options):
+    model = _model(**options)
     src, src_lens = torch.tensor([[5, 6, 7, 2], [8, 2, 0, 0]]), torch.tensor([4, 2])
     outputs, attention = greedy(model, src, src_lens, VOCAB.bos_id, VOCAB.eos_id,
                                 torch.tensor([6, 3]), return_attention=True)
@@ -63,7 +74,8 @@ def test_greedy_matches_argmax_decoding_and_respects_caps():
         assert attention[row].shape[1] == src_lens[row]
 
 
-def test_fast_loss_equals_plain_step_by_step_loss():
+@variants
+def test_fast_loss_equals_plain_step_by_step_loss(options):
     """The training path (masked projection over non-pad positions, one output GEMM) gives the
     loss a plain loop of decode_step calls with full logits and ignore_index gives."""
     import torch.nn.functional as F
@@ -71,7 +83,7 @@ def test_fast_loss_equals_plain_step_by_step_loss():
     from nmt.data import Batch
     from nmt.train import batch_loss
 
-    model = _model()
+    model = _model(**options)
     src, src_lens = torch.tensor([[5, 6, 7, 2], [8, 2, 0, 0], [9, 10, 2, 0]]), torch.tensor([4, 2, 3])
     tgt_in = torch.tensor([[1, 9, 10, 11], [1, 12, 0, 0], [1, 13, 14, 0]])
     tgt_out = torch.tensor([[9, 10, 11, 2], [12, 2, 0, 0], [13, 14, 2, 0]])
@@ -96,3 +108,19 @@ def test_auto_precision_follows_the_hardware():
         assert torch.is_autocast_enabled("cpu") == (expected == "bf16")
     with autocast(cpu, "fp32"):
         assert not torch.is_autocast_enabled("cpu")
+
+
+def test_tied_embeddings_share_one_matrix():
+    plain, tied = _model(embed_size=16), _model(embed_size=16, tie_embeddings=True)
+    assert tied.decoder.out.weight is tied.decoder.embedding.weight
+    count = lambda m: sum(p.numel() for p in m.parameters())  # noqa: E731
+    assert count(plain) - count(tied) == len(VOCAB) * 16
+
+
+def test_projection_row_padding_keeps_the_logits():
+    """The output projection pads its rows to a multiple of 64 (bounded oneDNN shapes): the
+    logits of the real rows are those of the unpadded product."""
+    model = _model()
+    for rows in (1, 63, 64, 65, 130):
+        hidden = torch.randn(rows, 16)
+        assert torch.allclose(model.decoder.project(hidden), model.decoder.out(hidden), atol=1e-6)

@@ -10,9 +10,9 @@ VOCAB = Vocab(list(SPECIALS) + [f"w{i}" for i in range(12)])
 BOS, EOS = VOCAB.bos_id, VOCAB.eos_id
 
 
-def _model(seed):
+def _model(seed, **options):
     torch.manual_seed(seed)
-    return build_model(ModelConfig(embed_size=8, hidden_size=16, num_layers=2), VOCAB, VOCAB).eval()
+    return build_model(ModelConfig(embed_size=8, hidden_size=16, num_layers=2, **options), VOCAB, VOCAB).eval()
 
 
 def _inputs(seed, batch=6):
@@ -64,8 +64,11 @@ def test_scores_are_the_models_log_probs_and_grow_with_the_beam():
     assert improved >= 5  # the cases do exercise the beam: it beats greedy on several of them
 
 
-def test_batched_beam_equals_one_sentence_at_a_time():
-    model = _model(7)
+@pytest.mark.parametrize("options", [{}, dict(bidirectional=True, bridge=True, input_feeding=True)],
+                         ids=["seed", "options"])
+def test_batched_beam_equals_one_sentence_at_a_time(options):
+    """Beam search reorders and prunes rows of the decoder state (input feeding's too)."""
+    model = _model(7, **options)
     src, lens, caps = _inputs(7)
     batched = beam_search(model, src, lens, BOS, EOS, caps, beam_size=4, nbest=3)
     for i in range(len(lens)):

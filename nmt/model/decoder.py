@@ -3,6 +3,11 @@
 At each step the query is the top LSTM layer's previous hidden state; the context is attention
 over the encoder outputs (padding masked); the LSTM reads [context; embedding]; a linear layer
 maps the LSTM output to the target vocabulary.
+
+Two options a user of OpenNMT-py or Joey NMT expects, both off in the seed design:
+- input feeding: an attentional output tanh(W [LSTM output; context]) feeds the projection and
+  is also read by the next step's LSTM, so each step knows what the last one attended to;
+- tied embeddings: the output projection reuses the target embedding matrix (Press & Wolf, 2017).
 """
 
 from __future__ import annotations
@@ -10,10 +15,15 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import torch
+import torch.nn.functional as F
 from torch import nn
 
 from nmt.model.attention import ATTENTION
 from nmt.model.encoder import LSTMState
+
+# The projection's row count is padded to a multiple of this: oneDNN keeps state per matrix
+# shape, and a different token count every batch grew training memory by ~1 MB a step (bf16).
+PROJECTION_ROWS_MULTIPLE = 64
 
 
 @dataclass
@@ -22,37 +32,60 @@ class DecoderState:
     prepared_keys: torch.Tensor  # (batch, src_len, units) keys projected once per batch
     src_mask: torch.Tensor  # (batch, src_len) True on real source tokens
     hidden: LSTMState  # (h, c), each (layers, batch, hidden)
+    feed: torch.Tensor | None = None  # (batch, hidden) last attentional output, with input feeding
 
     def select(self, index: torch.Tensor) -> DecoderState:
         """Keep (and repeat) batch rows by `index`, as beam search and finished-row pruning need."""
         h, c = self.hidden
         return DecoderState(self.memory[index], self.prepared_keys[index], self.src_mask[index],
-                            (h[:, index], c[:, index]))
+                            (h[:, index], c[:, index]), None if self.feed is None else self.feed[index])
 
 
 class Decoder(nn.Module):
     def __init__(self, vocab_size: int, embed_size: int, hidden_size: int, num_layers: int,
-                 dropout: float = 0.0, attention: str = "additive", pad_id: int = 0):
+                 dropout: float = 0.0, attention: str = "additive", pad_id: int = 0,
+                 input_feeding: bool = False, tie_embeddings: bool = False):
         super().__init__()
+        if tie_embeddings and embed_size != hidden_size:
+            raise ValueError(f"tied embeddings need embed_size == hidden_size ({embed_size} != {hidden_size})")
         self.embedding = nn.Embedding(vocab_size, embed_size, padding_idx=pad_id)
         self.attention = ATTENTION[attention](hidden_size, hidden_size, hidden_size)
-        self.rnn = nn.LSTM(embed_size + hidden_size, hidden_size, num_layers, batch_first=True,
+        feed_size = hidden_size if input_feeding else 0
+        self.rnn = nn.LSTM(embed_size + hidden_size + feed_size, hidden_size, num_layers, batch_first=True,
                            dropout=dropout if num_layers > 1 else 0.0)
+        self.attentional = nn.Linear(2 * hidden_size, hidden_size, bias=False) if input_feeding else None
         self.out = nn.Linear(hidden_size, vocab_size)
+        if tie_embeddings:
+            self.out.weight = self.embedding.weight
 
     def init_state(self, memory: torch.Tensor, hidden: LSTMState, src_mask: torch.Tensor) -> DecoderState:
-        return DecoderState(memory, self.attention.prepare_keys(memory), src_mask, hidden)
+        feed = None
+        if self.attentional is not None:
+            feed = memory.new_zeros(memory.shape[0], self.attentional.out_features)
+        return DecoderState(memory, self.attention.prepare_keys(memory), src_mask, hidden, feed)
 
     def step(self, emb: torch.Tensor, state: DecoderState
              ) -> tuple[torch.Tensor, DecoderState, torch.Tensor]:
-        """One step: emb (batch, embed) -> LSTM output (batch, hidden), new state, weights (batch, src_len)."""
+        """One step: emb (batch, embed) -> output (batch, hidden), new state, weights (batch, src_len)."""
         query = state.hidden[0][-1].unsqueeze(1)  # (batch, 1, hidden): the top layer's last state
         context, weights = self.attention(query, state.memory, state.memory, mask=state.src_mask,
                                           prepared_keys=state.prepared_keys)
-        rnn_in = torch.cat((context, emb.unsqueeze(1)), dim=-1)  # (batch, 1, hidden + embed)
-        output, hidden = self.rnn(rnn_in, state.hidden)
-        return output.squeeze(1), DecoderState(state.memory, state.prepared_keys, state.src_mask,
-                                               hidden), weights.squeeze(1)
+        context = context.squeeze(1)  # (batch, hidden)
+        parts = (context, emb) if state.feed is None else (context, emb, state.feed)
+        output, hidden = self.rnn(torch.cat(parts, dim=-1).unsqueeze(1), state.hidden)
+        output = output.squeeze(1)
+        feed = None
+        if self.attentional is not None:
+            output = feed = torch.tanh(self.attentional(torch.cat((output, context), dim=-1)))
+        return output, DecoderState(state.memory, state.prepared_keys, state.src_mask, hidden, feed), weights.squeeze(1)
+
+    def project(self, hidden: torch.Tensor) -> torch.Tensor:
+        """(rows, hidden) -> (rows, vocab) logits, computed for a padded row count (see above)."""
+        rows = hidden.shape[0]
+        padded = -rows % PROJECTION_ROWS_MULTIPLE
+        if not padded:
+            return self.out(hidden)
+        return self.out(F.pad(hidden, (0, 0, 0, padded)))[:rows]
 
     def forward(self, tgt_in: torch.Tensor, state: DecoderState, tgt_mask: torch.Tensor | None = None
                 ) -> tuple[torch.Tensor, DecoderState, torch.Tensor]:
@@ -69,8 +102,10 @@ class Decoder(nn.Module):
             outputs.append(output)
             weights.append(step_weights)
         hidden = torch.stack(outputs, dim=1)  # (batch, tgt_len, hidden)
-        # The output projection, the largest matrix product, runs once over all steps.
-        logits = self.out(hidden if tgt_mask is None else hidden[tgt_mask])
+        if tgt_mask is None:  # the output projection, the largest matrix product, runs once over all steps
+            logits = self.project(hidden.flatten(0, 1)).unflatten(0, hidden.shape[:2])
+        else:
+            logits = self.project(hidden[tgt_mask])
         return logits, state, torch.stack(weights, dim=1)
 
     def decode_step(self, prev_ids: torch.Tensor, state: DecoderState

@@ -1,4 +1,5 @@
-"""The encoder (seed 002's Seq2SeqEncoder): embedding and a multi-layer LSTM."""
+"""The encoder (seed 002's Seq2SeqEncoder): embedding and a multi-layer LSTM, optionally
+bidirectional with a bridge that turns its final states into the decoder's initial state."""
 
 from __future__ import annotations
 
@@ -10,24 +11,43 @@ LSTMState = tuple[torch.Tensor, torch.Tensor]
 
 
 class Encoder(nn.Module):
+    """Outputs are always `hidden_size` wide: a bidirectional encoder runs hidden_size / 2 per
+    direction (as OpenNMT-py does), so attention and the decoder see the same shapes either way."""
+
     def __init__(self, vocab_size: int, embed_size: int, hidden_size: int, num_layers: int,
-                 dropout: float = 0.0, pad_id: int = 0):
+                 dropout: float = 0.0, pad_id: int = 0, bidirectional: bool = False, bridge: bool = False):
         super().__init__()
+        if bidirectional and hidden_size % 2:
+            raise ValueError(f"a bidirectional encoder needs an even hidden_size (got {hidden_size})")
+        self.bidirectional = bidirectional
         self.embedding = nn.Embedding(vocab_size, embed_size, padding_idx=pad_id)
-        self.rnn = nn.LSTM(embed_size, hidden_size, num_layers, batch_first=True,
-                           dropout=dropout if num_layers > 1 else 0.0)
+        self.rnn = nn.LSTM(embed_size, hidden_size // 2 if bidirectional else hidden_size, num_layers,
+                           batch_first=True, dropout=dropout if num_layers > 1 else 0.0,
+                           bidirectional=bidirectional)
+        # The learned bridge (Joey NMT's and OpenNMT-py's `bridge`): a layer per state from the
+        # encoder's final (h, c) to the decoder's initial one, instead of copying them.
+        self.bridge = nn.ModuleList(nn.Linear(hidden_size, hidden_size) for _ in range(2)) if bridge else None
 
     def forward(self, src: torch.Tensor, src_lens: torch.Tensor | None = None
                 ) -> tuple[torch.Tensor, LSTMState]:
         """src (batch, src_len) -> outputs (batch, src_len, hidden), (h, c) each (layers, batch, hidden).
 
         With `src_lens`, the sequence is packed so the final state is taken at each sentence's
-        last real token rather than after its padding.
+        last real token rather than after its padding (for the backward direction: at its first).
         """
         emb = self.embedding(src)  # (batch, src_len, embed)
         if src_lens is None:
-            return self.rnn(emb)
-        packed = pack_padded_sequence(emb, src_lens.cpu(), batch_first=True, enforce_sorted=False)
-        outputs, state = self.rnn(packed)
-        outputs, _ = pad_packed_sequence(outputs, batch_first=True, total_length=src.shape[1])
-        return outputs, state
+            outputs, state = self.rnn(emb)
+        else:
+            packed = pack_padded_sequence(emb, src_lens.cpu(), batch_first=True, enforce_sorted=False)
+            outputs, state = self.rnn(packed)
+            outputs, _ = pad_packed_sequence(outputs, batch_first=True, total_length=src.shape[1])
+        return outputs, self._decoder_state(state)
+
+    def _decoder_state(self, state: LSTMState) -> LSTMState:
+        h, c = state
+        if self.bidirectional:  # (layers * 2, batch, hidden / 2) -> (layers, batch, hidden): [forward; backward]
+            h, c = (torch.cat((s[0::2], s[1::2]), dim=-1) for s in (h, c))
+        if self.bridge is not None:
+            h, c = torch.tanh(self.bridge[0](h)), self.bridge[1](c)
+        return h.contiguous(), c.contiguous()

@@ -37,10 +37,12 @@ class Seq2Seq(nn.Module):
 
 def build_model(cfg: ModelConfig, src_vocab: Vocab, tgt_vocab: Vocab) -> Seq2Seq:
     encoder = Encoder(vocab_size=len(src_vocab), embed_size=cfg.embed_size, hidden_size=cfg.hidden_size,
-                      num_layers=cfg.num_layers, dropout=cfg.dropout, pad_id=src_vocab.pad_id)
+                      num_layers=cfg.num_layers, dropout=cfg.dropout, pad_id=src_vocab.pad_id,
+                      bidirectional=cfg.bidirectional, bridge=cfg.bridge)
     decoder = Decoder(vocab_size=len(tgt_vocab), embed_size=cfg.embed_size, hidden_size=cfg.hidden_size,
                       num_layers=cfg.num_layers, dropout=cfg.dropout, attention=cfg.attention,
-                      pad_id=tgt_vocab.pad_id)
+                      pad_id=tgt_vocab.pad_id, input_feeding=cfg.input_feeding,
+                      tie_embeddings=cfg.tie_embeddings)
     model = Seq2Seq(encoder, decoder)
     if cfg.init_uniform > 0:
         for param in model.parameters():

@@ -27,6 +27,7 @@ from nmt.data import Batch, Example, bucket_batches, collate, encode_pairs, iter
 from nmt.errors import NmtError
 from nmt.evaluate import Scores, group_references, score
 from nmt.model import Seq2Seq, build_model
+from nmt.schedule import LRSchedule
 from nmt.translator import Translator
 from nmt.visualize import plot_curves
 from nmt.vocab import Vocab
@@ -130,6 +131,16 @@ class Budget:
 
     def elapsed(self) -> float:
         return time.monotonic() - self.start
+
+    def progress(self, step: int, total_steps: int) -> float:
+        """The used share of the budget in [0, 1]: steps, minutes or `total_steps` (the
+        configured epochs), whichever runs out first."""
+        shares = [step / total_steps]
+        if self.max_steps:
+            shares.append(step / self.max_steps)
+        if self.max_seconds:
+            shares.append(self.elapsed() / self.max_seconds)
+        return min(1.0, max(shares))
 
     def exhausted(self, step: int) -> str | None:
         if self.max_steps and step >= self.max_steps:
@@ -244,6 +255,8 @@ class Trainer:
         # The fused kernel updates all parameters in one pass instead of a dozen ops per tensor.
         self.optimizer = torch.optim.Adam(self.model.parameters(), lr=cfg.train.lr,
                                           fused=self.device.type in ("cpu", "cuda"))
+        self.schedule = LRSchedule(cfg.train)
+        self.total_steps = cfg.train.epochs * math.ceil(len(self.train_examples) / cfg.train.batch_size)
         self.translator = Translator(self.model, self.src_vocab, self.tgt_vocab, cfg.decode, self.device)
         self.rng = random.Random(cfg.train.seed)  # drives the batch order, nothing else
         self.step, self.epoch, self.batch_in_epoch = 0, 1, 0
@@ -260,6 +273,7 @@ class Trainer:
         return {"step": self.step, "epoch": self.epoch, "batch_in_epoch": self.batch_in_epoch,
                 "best": self.best, "elapsed_s": self.budget.elapsed(),
                 "train_loss": [self.train_loss_sum, self.train_tokens], "stale": self.stale_validations,
+                "lr_schedule": self.schedule.state_dict(),
                 "rng": {"batches": self.epoch_rng, "torch": torch.get_rng_state()}}
 
     def _restore(self, state: dict) -> float:
@@ -271,6 +285,7 @@ class Trainer:
         self.epoch_rng = progress["rng"]["batches"]
         self.train_loss_sum, self.train_tokens = progress["train_loss"]
         self.stale_validations = progress["stale"]
+        self.schedule.load_state_dict(progress.get("lr_schedule", {"scale": 1.0, "stale": 0}))
         torch.set_rng_state(progress["rng"]["torch"])
         _truncate_metrics(self.out_dir / "metrics.jsonl", self.step)
         logger.info("resuming at step %d (epoch %d, batch %d)", self.step, self.epoch, self.batch_in_epoch)
@@ -313,6 +328,7 @@ class Trainer:
         if improved:
             self.best = record
         self.stale_validations = 0 if improved else self.stale_validations + 1
+        self.schedule.on_validation(improved)
         path = self.save()
         if improved:
             publish(path, self.out_dir / BEST)
@@ -363,6 +379,9 @@ class Trainer:
     def _train_batch(self, indices: list[int]) -> None:
         pad_id = self.tgt_vocab.pad_id
         batch = collate([self.train_examples[i] for i in indices], pad_id, self.tgt_vocab.bos_id)
+        lr = self.schedule.lr(self.step, self.budget.progress(self.step, self.total_steps))
+        for group in self.optimizer.param_groups:
+            group["lr"] = lr
         loss = train_step(self.model, batch.to(self.device), self.optimizer, self.cfg, pad_id)
         if not math.isfinite(loss):
             raise NmtError(f"the loss became {loss} at step {self.step + 1}; the last good "

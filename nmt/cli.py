@@ -70,10 +70,16 @@ def train(
         help="Stop cleanly after this many minutes, keeping the best checkpoint.")] = None,
     data: DataOpt = None,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress bar or log lines.")] = False,
+    nproc: Annotated[int, typer.Option(
+        min=1, help="Data-parallel processes on this machine (runs torchrun --standalone; "
+                    "global batch = N x train.batch_size).")] = 1,
 ) -> None:
     """Train a model; writes config.yaml, vocabularies, metrics.jsonl, checkpoints, best.pt and last.pt."""
+    from nmt import distributed
     from nmt.train import TrainingInterrupted, train as run_training
 
+    if nproc > 1:
+        raise typer.Exit(code=_launch_torchrun(nproc))
     overrides = list(set_ or [])
     if device is not None:
         overrides.append(f"train.device={device}")
@@ -83,18 +89,28 @@ def train(
         if out is not None:
             raise NmtError("--resume continues a run in its own directory; drop --out")
         cfg, out_dir, state = _resume_target(target, overrides)
+        world = distributed.init(cfg.train.device)
     else:
-        cfg, out_dir, state = _new_run(target or DEFAULT_CONFIG, overrides, out)
+        from nmt.config import load_config
+        from nmt.train import prepare_run_dir
+
+        config = target or DEFAULT_CONFIG
+        cfg, state = load_config(config, overrides), None
+        world = distributed.init(cfg.train.device)
+        # Under torchrun rank 0 makes the (time-stamped) directory and tells the others its name.
+        out_dir = distributed.from_main(prepare_run_dir(out, config) if world.is_main else None, world)
+    quiet = quiet or not world.is_main  # rank 0 speaks for the job
     _setup_logging(quiet)
-    file_log = logging.FileHandler(out_dir / "train.log", encoding="utf-8")
-    file_log.setFormatter(logging.Formatter("%(asctime)s %(message)s"))
-    logging.getLogger().addHandler(file_log)
+    file_log = logging.FileHandler(out_dir / "train.log", encoding="utf-8") if world.is_main else None
+    if file_log is not None:
+        file_log.setFormatter(logging.Formatter("%(asctime)s %(message)s"))
+        logging.getLogger().addHandler(file_log)
     logger.info("run directory: %s", out_dir)
     try:
         # The redirect keeps log lines from breaking the bar; it does not copy handler levels,
         # so --quiet (no bar) goes without it.
         with contextlib.nullcontext() if quiet else logging_redirect_tqdm():
-            run_training(cfg, out_dir, data, quiet, resume=state)
+            run_training(cfg, out_dir, data, quiet, resume=state, world=world)
     except TrainingInterrupted as e:
         typer.echo(str(e), err=True)
         raise typer.Exit(code=e.exit_code) from None
@@ -103,16 +119,31 @@ def train(
                    f"resume with: nmt train --resume {out_dir}", err=True)
         raise typer.Exit(code=130) from None
     finally:
-        logging.getLogger().removeHandler(file_log)
-        file_log.close()
+        if file_log is not None:
+            logging.getLogger().removeHandler(file_log)
+            file_log.close()
+        distributed.shutdown()
 
 
-def _new_run(config: Path, overrides: list[str], out: Optional[Path]):
-    from nmt.config import load_config
-    from nmt.train import prepare_run_dir
+def _launch_torchrun(nproc: int) -> int:
+    """`nmt train ... --nproc N` is `torchrun --standalone --nproc_per_node N -m nmt train ...`."""
+    import os
+    import subprocess
 
-    cfg = load_config(config, overrides)
-    return cfg, prepare_run_dir(out, config), None
+    if "WORLD_SIZE" in os.environ:
+        raise NmtError("--nproc starts torchrun itself; under torchrun, leave it out")
+    args, skip = [], False
+    for arg in sys.argv[1:]:
+        if skip or arg.startswith("--nproc="):
+            skip = False
+            continue
+        if arg == "--nproc":
+            skip = True
+            continue
+        args.append(arg)
+    command = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={nproc}",
+               "-m", "nmt", *args]
+    return subprocess.call(command)
 
 
 def _resume_target(run: Optional[Path], overrides: list[str]):

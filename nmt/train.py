@@ -19,11 +19,11 @@ import torch.nn.functional as F
 import yaml
 from tqdm import tqdm
 
-from nmt import runtime
+from nmt import distributed, runtime
 from nmt.checkpoint import BEST, RUNS_DIR, checkpoint_state, publish, save_rotating
 from nmt.config import Config
 from nmt.corpus import load_splits, resolve_corpus
-from nmt.data import Batch, Example, bucket_batches, collate, encode_pairs, iterate_batches
+from nmt.data import Batch, Example, collate, encode_pairs, iterate_batches
 from nmt.errors import NmtError
 from nmt.evaluate import Scores, group_references, score
 from nmt.model import Seq2Seq, build_model
@@ -35,14 +35,15 @@ from nmt.vocab import Vocab
 logger = logging.getLogger(__name__)
 
 
-def resolve_device(name: str) -> torch.device:
-    """'auto' takes CUDA when present; 'cuda' without a usable GPU is an error, not a silent CPU run."""
+def resolve_device(name: str, local_rank: int = 0) -> torch.device:
+    """'auto' takes CUDA when present; 'cuda' without a usable GPU is an error, not a silent CPU run.
+    Under torchrun each process takes the GPU of its local rank."""
     if name == "cuda" and not torch.cuda.is_available():
         raise NmtError(f"--device cuda: no CUDA device is available to this torch build "
                        f"({torch.__version__}); use --device cpu or --device auto")
     if name == "auto":
         name = "cuda" if torch.cuda.is_available() else "cpu"
-    return torch.device(name)
+    return torch.device(name, local_rank) if name == "cuda" else torch.device(name)
 
 
 def prepare_run_dir(out: Path | None, config_path: Path, runs_dir: Path = RUNS_DIR) -> Path:
@@ -83,16 +84,21 @@ def batch_loss(model: Seq2Seq, batch: Batch, pad_id: int, precision: str = "fp32
                            label_smoothing=label_smoothing)
 
 
-def train_step(model: Seq2Seq, batch: Batch, optimizer: torch.optim.Optimizer, cfg: Config,
-               pad_id: int) -> float:
-    """One update; returns the batch's mean loss per target token."""
-    loss = batch_loss(model, batch, pad_id, cfg.train.precision, cfg.train.label_smoothing) / batch.num_tokens
+def train_step(model: torch.nn.Module, batch: Batch, optimizer: torch.optim.Optimizer, cfg: Config,
+               pad_id: int, world: distributed.World = distributed.SINGLE) -> tuple[float, int]:
+    """One update; returns the mean loss per target token and the target tokens, over all ranks.
+
+    The loss is normalised by the global token count, so N processes compute the gradient a
+    single process would over the union of their batches (DDP averages, hence the x world).
+    """
+    loss_sum = batch_loss(model, batch, pad_id, cfg.train.precision, cfg.train.label_smoothing)
+    total_loss, total_tokens = distributed.all_sum([loss_sum.item(), batch.num_tokens], world, batch.src.device)
     optimizer.zero_grad(set_to_none=True)
-    loss.backward()
+    (loss_sum * (world.size / total_tokens)).backward()
     if cfg.train.clip_grad > 0:
         torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.train.clip_grad)
     optimizer.step()
-    return loss.item()
+    return total_loss / total_tokens, int(total_tokens)
 
 
 @torch.inference_mode()
@@ -173,8 +179,10 @@ class _StopSignals:
         return self
 
     def _handle(self, signum: int, frame: object) -> None:
-        if self.received is not None:  # a second Ctrl-C while saving: give up at once
+        if self.received == signum:  # a second Ctrl-C while saving: give up at once
             raise KeyboardInterrupt
+        if self.received is not None:  # torchrun's SIGTERM after the terminal's SIGINT: already saving
+            return
         self.received = signum
         logger.warning("%s received: saving a checkpoint at the end of this step",
                        signal.Signals(signum).name)
@@ -216,25 +224,30 @@ class Trainer:
     """The training loop and everything it must carry across an interruption."""
 
     def __init__(self, cfg: Config, out_dir: Path, data_path: str | None, quiet: bool,
-                 resume: dict | None):
-        self.cfg, self.out_dir, self.quiet = cfg, out_dir, quiet
+                 resume: dict | None, world: distributed.World = distributed.SINGLE):
+        self.cfg, self.out_dir, self.world = cfg, out_dir, world
+        self.quiet = quiet or not world.is_main  # one progress bar, from rank 0
         seed_everything(cfg.train.seed)
         runtime.configure(cfg.train.threads)
-        self.device = resolve_device(cfg.train.device)
+        self.device = resolve_device(cfg.train.device, world.local_rank)
         precision = runtime.resolve_precision(cfg.train.precision, self.device)
         if precision != cfg.train.precision:
             cfg = self.cfg = dataclasses.replace(cfg, train=dataclasses.replace(cfg.train, precision=precision))
-        logger.info("device %s, precision %s, %d threads", self.device, precision, torch.get_num_threads())
+        logger.info("device %s, precision %s, %d threads%s", self.device, precision, torch.get_num_threads(),
+                    f" | {world.size} processes, global batch {world.size * cfg.train.batch_size}"
+                    if world.distributed else "")
 
         corpus = resolve_corpus(data_path, cfg.data)
         splits = load_splits(corpus, cfg.data.num_pairs)
         logger.info("corpus %s: %s", corpus, splits.sizes())
-        if resume is None:
+        if resume is None:  # every rank builds the same vocabularies from the same data
             self.src_vocab = Vocab.build((p.src for p in splits.train), cfg.data.min_freq)
             self.tgt_vocab = Vocab.build((p.tgt for p in splits.train), cfg.data.min_freq)
-            self.src_vocab.save(out_dir / "src_vocab.txt")
-            self.tgt_vocab.save(out_dir / "tgt_vocab.txt")
-            (out_dir / "config.yaml").write_text(yaml.safe_dump(cfg.to_dict(), sort_keys=False), encoding="utf-8")
+            if world.is_main:
+                self.src_vocab.save(out_dir / "src_vocab.txt")
+                self.tgt_vocab.save(out_dir / "tgt_vocab.txt")
+                (out_dir / "config.yaml").write_text(yaml.safe_dump(cfg.to_dict(), sort_keys=False),
+                                                     encoding="utf-8")
         else:
             self.src_vocab, self.tgt_vocab = Vocab(resume["src_vocab"]), Vocab(resume["tgt_vocab"])
 
@@ -250,13 +263,20 @@ class Trainer:
                                    val_sources[::every], val_refs[::every])
 
         self.model = build_model(cfg.model, self.src_vocab, self.tgt_vocab).to(self.device)
+        # The module that trains: DDP all-reduces gradients during backward; validation,
+        # decoding and checkpoints use the plain model (rank 0 only).
+        self.trained = self.model
+        if world.distributed:
+            self.trained = torch.nn.parallel.DistributedDataParallel(
+                self.model, device_ids=[self.device.index] if self.device.type == "cuda" else None)
         logger.info("model: %s parameters on %s",
                     f"{sum(p.numel() for p in self.model.parameters()):,}", self.device)
         # The fused kernel updates all parameters in one pass instead of a dozen ops per tensor.
         self.optimizer = torch.optim.Adam(self.model.parameters(), lr=cfg.train.lr,
                                           fused=self.device.type in ("cpu", "cuda"))
         self.schedule = LRSchedule(cfg.train)
-        self.total_steps = cfg.train.epochs * math.ceil(len(self.train_examples) / cfg.train.batch_size)
+        global_batch = cfg.train.batch_size * world.size
+        self.total_steps = cfg.train.epochs * math.ceil(len(self.train_examples) / global_batch)
         self.translator = Translator(self.model, self.src_vocab, self.tgt_vocab, cfg.decode, self.device)
         self.rng = random.Random(cfg.train.seed)  # drives the batch order, nothing else
         self.step, self.epoch, self.batch_in_epoch = 0, 1, 0
@@ -276,6 +296,10 @@ class Trainer:
                 "lr_schedule": self.schedule.state_dict(),
                 "rng": {"batches": self.epoch_rng, "torch": torch.get_rng_state()}}
 
+    def _rank_rng_states(self) -> list[torch.Tensor]:
+        """Each rank's torch RNG (dropout draws differ per rank), so a resume is exact under DDP too."""
+        return distributed.gather(torch.get_rng_state(), self.world)
+
     def _restore(self, state: dict) -> float:
         self.model.load_state_dict(state["model"])
         self.optimizer.load_state_dict(state["optimizer"])
@@ -286,14 +310,26 @@ class Trainer:
         self.train_loss_sum, self.train_tokens = progress["train_loss"]
         self.stale_validations = progress["stale"]
         self.schedule.load_state_dict(progress.get("lr_schedule", {"scale": 1.0, "stale": 0}))
-        torch.set_rng_state(progress["rng"]["torch"])
-        _truncate_metrics(self.out_dir / "metrics.jsonl", self.step)
+        rank_states = progress["rng"].get("torch_ranks", [])
+        if len(rank_states) == self.world.size:
+            torch.set_rng_state(rank_states[self.world.rank])
+        else:  # a different number of processes: the run continues, not bit for bit
+            torch.set_rng_state(progress["rng"]["torch"])
+            if rank_states:
+                logger.warning("resuming %d-process training with %d processes: the batch order and "
+                               "dropout draws differ from an uninterrupted run", len(rank_states), self.world.size)
+        if self.world.is_main:
+            _truncate_metrics(self.out_dir / "metrics.jsonl", self.step)
         logger.info("resuming at step %d (epoch %d, batch %d)", self.step, self.epoch, self.batch_in_epoch)
         return progress["elapsed_s"]
 
-    def save(self) -> Path:
-        state = checkpoint_state(self.model, self.optimizer, self.cfg, self.src_vocab, self.tgt_vocab,
-                                 self._progress())
+    def save(self) -> Path | None:
+        """A checkpoint from rank 0 (all ranks must call it: it gathers their RNG states)."""
+        progress = self._progress()
+        progress["rng"]["torch_ranks"] = self._rank_rng_states()
+        if not self.world.is_main:
+            return None
+        state = checkpoint_state(self.model, self.optimizer, self.cfg, self.src_vocab, self.tgt_vocab, progress)
         return save_rotating(self.out_dir, state, self.step, self.cfg.train.keep_last)
 
     def patience_exhausted(self) -> bool:
@@ -311,18 +347,25 @@ class Trainer:
         epoch = self.epoch if epoch is None else epoch
         if not self.validator.examples:
             logger.warning("the valid split is empty; saving without validation")
-            publish(self.save(), self.out_dir / BEST)
+            path = self.save()
+            if path is not None:
+                publish(path, self.out_dir / BEST)
             return
-        vocab = self.tgt_vocab
-        val_loss, scores = self.validator(self.model, self.translator, self.cfg.decode.batch_size,
-                                          vocab.pad_id, vocab.bos_id, self.device)
+        result = None
+        if self.world.is_main:  # once, not once per process; the others wait for the result
+            vocab = self.tgt_vocab
+            result = self.validator(self.model, self.translator, self.cfg.decode.batch_size,
+                                    vocab.pad_id, vocab.bos_id, self.device)
+        val_loss, scores = distributed.from_main(result, self.world)
         train_loss = self.train_loss_sum / max(self.train_tokens, 1)
         self.train_loss_sum, self.train_tokens = 0.0, 0
         record = {"step": self.step, "epoch": epoch, "train_loss": round(train_loss, 4), "val_loss": round(val_loss, 4),
                   "val_ppl": round(math.exp(min(val_loss, 50)), 2), "val_bleu": round(scores.bleu, 2),
-                  "val_chrf": round(scores.chrf, 2), "elapsed_s": round(self.budget.elapsed(), 1), "at": reason}
-        with open(self.out_dir / "metrics.jsonl", "a", encoding="utf-8") as f:
-            f.write(json.dumps(record) + "\n")
+                  "val_chrf": round(scores.chrf, 2), "elapsed_s": round(self.budget.elapsed(), 1),
+                  "lr": self.optimizer.param_groups[0]["lr"], "peak_rss_mb": round(runtime.peak_rss_mb()), "at": reason}
+        if self.world.is_main:
+            with open(self.out_dir / "metrics.jsonl", "a", encoding="utf-8") as f:
+                f.write(json.dumps(record) + "\n")
         # Compared as recorded (BLEU to 0.01, loss to 1e-4): float noise is not an improvement.
         improved = not self.best or (record["val_bleu"], -record["val_loss"]) > (self.best["val_bleu"], -self.best["val_loss"])
         if improved:
@@ -330,7 +373,7 @@ class Trainer:
         self.stale_validations = 0 if improved else self.stale_validations + 1
         self.schedule.on_validation(improved)
         path = self.save()
-        if improved:
+        if improved and path is not None:
             publish(path, self.out_dir / BEST)
         logger.info("validation at step %d (epoch %d): loss %.3f | ppl %.1f | BLEU %.2f | chrF %.2f%s",
                     self.step, epoch, val_loss, record["val_ppl"], scores.bleu, scores.chrf,
@@ -360,7 +403,7 @@ class Trainer:
         """Train the rest of the current epoch; True when training must stop before its end."""
         cfg = self.cfg.train
         self.rng.setstate(self.epoch_rng)  # rebuilds this epoch's order, also after a resume
-        order = bucket_batches(self.train_examples, cfg.batch_size, self.rng)
+        order = distributed.epoch_shard(self.train_examples, cfg.batch_size, self.rng, self.world)
         with tqdm(total=len(order), initial=self.batch_in_epoch, desc=f"epoch {self.epoch}/{cfg.epochs}",
                   disable=self.quiet, unit="batch", dynamic_ncols=True, leave=False) as bar:
             for indices in order[self.batch_in_epoch:]:
@@ -382,25 +425,33 @@ class Trainer:
         lr = self.schedule.lr(self.step, self.budget.progress(self.step, self.total_steps))
         for group in self.optimizer.param_groups:
             group["lr"] = lr
-        loss = train_step(self.model, batch.to(self.device), self.optimizer, self.cfg, pad_id)
+        loss, tokens = train_step(self.trained, batch.to(self.device), self.optimizer, self.cfg, pad_id, self.world)
         if not math.isfinite(loss):
             raise NmtError(f"the loss became {loss} at step {self.step + 1}; the last good "
                            f"checkpoints are kept in {self.out_dir}; lower train.lr or "
                            f"train.clip_grad and resume or train again")
         self.step += 1
         self.batch_in_epoch += 1
-        self.window.add(loss, batch.num_tokens)
-        self.train_loss_sum += loss * batch.num_tokens
-        self.train_tokens += batch.num_tokens
+        self.window.add(loss, tokens)  # all ranks' tokens: the log shows the job's throughput
+        self.train_loss_sum += loss * tokens
+        self.train_tokens += tokens
 
     def _should_stop(self, signals: _StopSignals) -> bool:
         """After a step: save and leave on a signal; validate on budget or eval_every; save on save_every."""
         cfg = self.cfg.train
+        stop_reason = self.budget.exhausted(self.step)
+        if self.world.distributed:  # every rank stops at the same step, or the others would hang
+            signalled, out_of_budget = distributed.all_sum(
+                [float(signals.received is not None), float(stop_reason is not None)], self.world, self.device)
+            if signalled and signals.received is None:
+                signals.received = signal.SIGTERM
+            if out_of_budget and not stop_reason:
+                stop_reason = "another process reached the budget"
         if signals.received is not None:
             path = self.save()
-            raise TrainingInterrupted(f"interrupted at step {self.step}; saved {path}. Resume with: "
+            where = f"saved {path}" if path is not None else f"saved in {self.out_dir}"
+            raise TrainingInterrupted(f"interrupted at step {self.step}; {where}. Resume with: "
                                       f"nmt train --resume {self.out_dir}", signals.received)
-        stop_reason = self.budget.exhausted(self.step)
         if stop_reason:
             logger.info("%s: stopping after step %d", stop_reason, self.step)
             self.validate("budget")
@@ -413,6 +464,8 @@ class Trainer:
         return False
 
     def _finish(self) -> dict:
+        if not self.world.is_main:
+            return self.best
         try:
             logger.info("training curves: %s", plot_curves(self.out_dir))
         except NmtError as e:  # matplotlib is optional; no validation yet means nothing to draw
@@ -423,6 +476,7 @@ class Trainer:
 
 
 def train(cfg: Config, out_dir: Path, data_path: str | None = None, quiet: bool = False,
-          resume: dict | None = None) -> dict:
-    """Train `cfg` into `out_dir` (or continue the checkpoint `resume`); returns the best validation record."""
-    return Trainer(cfg, out_dir, data_path, quiet, resume).run()
+          resume: dict | None = None, world: distributed.World = distributed.SINGLE) -> dict:
+    """Train `cfg` into `out_dir` (or continue the checkpoint `resume`); returns the best validation record.
+    Under torchrun, pass this process's `world` (`distributed.init`)."""
+    return Trainer(cfg, out_dir, data_path, quiet, resume, world).run()

@@ -71,8 +71,8 @@ def test_non_finite_loss_stops_with_a_clear_message(toy_zip, tmp_path, monkeypat
 
     def step_that_diverges(*args, **kwargs):
         calls.append(1)
-        loss = real_step(*args, **kwargs)
-        return float("nan") if len(calls) == 4 else loss
+        loss, tokens = real_step(*args, **kwargs)
+        return (float("nan") if len(calls) == 4 else loss), tokens
 
     monkeypatch.setattr(train_module, "train_step", step_that_diverges)
     cfg = config_from_dict({**TINY, "train": {**TINY["train"], "save_every": 2}})

@@ -1,0 +1,110 @@
+"""Data-parallel training under `torchrun`: process group, batch shards and rank agreement.
+
+`torchrun` sets WORLD_SIZE, RANK and LOCAL_RANK; without them (a plain `nmt train`) everything
+here is a no-op for a world of one, so the single-process path pays nothing.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+from dataclasses import dataclass
+from datetime import timedelta
+from typing import Any
+
+import torch
+import torch.distributed as dist
+
+from nmt.data import Example, bucket_batches
+from nmt.errors import NmtError
+
+
+@dataclass(frozen=True)
+class World:
+    rank: int = 0
+    size: int = 1
+    local_rank: int = 0
+
+    @property
+    def is_main(self) -> bool:
+        """Rank 0 alone writes checkpoints, metrics and logs, and runs validation."""
+        return self.rank == 0
+
+    @property
+    def distributed(self) -> bool:
+        return self.size > 1
+
+
+SINGLE = World()
+
+
+def init(device_name: str) -> World:
+    """Join the process group torchrun describes: gloo on CPU, NCCL on CUDA (one GPU per process)."""
+    size = int(os.environ.get("WORLD_SIZE", "1"))
+    if size == 1:
+        return SINGLE
+    world = World(int(os.environ["RANK"]), size, int(os.environ.get("LOCAL_RANK", "0")))
+    cuda = device_name == "cuda" or (device_name == "auto" and torch.cuda.is_available())
+    if cuda:
+        if torch.cuda.device_count() <= world.local_rank:
+            raise NmtError(f"local rank {world.local_rank} has no GPU ({torch.cuda.device_count()} visible); "
+                           f"start at most one process per GPU (--nproc_per_node)")
+        torch.cuda.set_device(world.local_rank)
+    if not dist.is_initialized():
+        dist.init_process_group("nccl" if cuda else "gloo", timeout=timedelta(minutes=30))
+    return world
+
+
+def shutdown() -> None:
+    """Leave the process group together: a rank tearing down its connections while another is
+    still using them was seen to abort (gloo, 'terminate called without an active exception')."""
+    if dist.is_initialized():
+        dist.barrier()
+        dist.destroy_process_group()
+
+
+def epoch_shard(examples: list[Example], batch_size: int, rng: random.Random, world: World) -> list[list[int]]:
+    """This rank's batches for one epoch.
+
+    All ranks draw the same length-bucketed global batches of batch_size x world examples (the
+    same rng state), and rank r takes every world-th example of each, so ranks see disjoint,
+    equally long shards and one step of N processes is one step of a single process whose
+    batch_size is N times larger. Global batches too small to give every rank an example are
+    dropped (only when world > 1: an empty shard would stall the gradient all-reduce).
+    """
+    batches = bucket_batches(examples, batch_size * world.size, rng)
+    if not world.distributed:
+        return batches
+    return [b[world.rank::world.size] for b in batches if len(b) >= world.size]
+
+
+def all_sum(values: list[float], world: World, device: torch.device) -> list[float]:
+    """Element-wise sum over ranks (the identity for a world of one)."""
+    if not world.distributed:
+        return values
+    tensor = torch.tensor(values, dtype=torch.float64, device=device)
+    dist.all_reduce(tensor)
+    return tensor.tolist()
+
+
+def any_rank(flag: bool, world: World, device: torch.device) -> bool:
+    """True on every rank when it is True on any: how all ranks stop at the same step."""
+    return all_sum([float(flag)], world, device)[0] > 0
+
+
+def from_main(obj: Any, world: World) -> Any:
+    """Rank 0's `obj` on every rank (validation results, the run directory)."""
+    if not world.distributed:
+        return obj
+    box = [obj]
+    dist.broadcast_object_list(box, src=0)
+    return box[0]
+
+
+def gather(obj: Any, world: World) -> list[Any]:
+    """Every rank's `obj`, in rank order, on every rank."""
+    if not world.distributed:
+        return [obj]
+    out: list[Any] = [None] * world.size
+    dist.all_gather_object(out, obj)
+    return out

@@ -1,0 +1,35 @@
+"""Run under torchrun by tests/test_distributed.py: train a few steps with DDP and check after
+every step that all ranks hold the same parameters. Prints one JSON line from rank 0."""
+
+import json
+import random
+import sys
+from pathlib import Path
+
+import torch
+
+from nmt import distributed
+from nmt.config import load_config
+from nmt.train import Trainer
+
+config, corpus, out, steps = sys.argv[1], sys.argv[2], Path(sys.argv[3]), int(sys.argv[4])
+cfg = load_config(config)
+world = distributed.init(cfg.train.device)
+out_dir = out / f"rank{world.rank}"  # nothing is written by ranks > 0; each gets a directory anyway
+out_dir.mkdir(parents=True, exist_ok=True)
+trainer = Trainer(cfg, out_dir, corpus, quiet=True, resume=None, world=world)
+trainer.window = type("Window", (), {"add": lambda *a: None})()  # the log window is not under test
+shard = distributed.epoch_shard(trainer.train_examples, cfg.train.batch_size, random.Random(0), world)
+max_diff, seen = [], []
+for indices in shard[:steps]:
+    seen.extend(indices)
+    trainer._train_batch(indices)
+    flat = torch.cat([p.detach().flatten() for p in trainer.model.parameters()])
+    replicas = distributed.gather(flat, world)
+    max_diff.append(max((r - replicas[0]).abs().max().item() for r in replicas))
+all_seen = distributed.gather(seen, world)
+if world.is_main:
+    print(json.dumps({"world": world.size, "steps": trainer.step, "max_diff": max_diff,
+                      "shard_sizes": [len(s) for s in all_seen],
+                      "overlap": len(set(all_seen[0]) & set(all_seen[1]))}))
+distributed.shutdown()

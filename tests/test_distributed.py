@@ -1,0 +1,136 @@
+"""Data-parallel training under torchrun (gloo, CPU): real processes on loopback."""
+
+import json
+import random
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+import yaml
+
+from nmt import distributed
+from nmt.data import Example
+
+from conftest import TINY, toy_lines, write_corpus_zip
+
+HELPERS = Path(__file__).resolve().parent / "helpers"
+STEPS = 12
+# fp32 so that the comparison with one process is not blurred by bf16 rounding.
+BASE = {**TINY, "train": {**TINY["train"], "precision": "fp32", "max_steps": STEPS, "eval_every": 0}}
+NO_DROPOUT = BASE  # DDP equals one process only when both draw no dropout masks
+WITH_DROPOUT = {**BASE, "model": {**BASE["model"], "dropout": 0.3}}  # resume must restore each rank's RNG
+
+
+def _torchrun(*args, cwd, timeout=300):
+    proc = subprocess.run([sys.executable, "-m", "torch.distributed.run", *map(str, args)], cwd=cwd,
+                          capture_output=True, text=True, timeout=timeout)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return proc
+
+
+def _nmt(*args, cwd):
+    proc = subprocess.run([sys.executable, "-m", "nmt", *map(str, args)], cwd=cwd,
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return proc
+
+
+def _params(run: Path) -> dict:
+    return torch.load(run / "last.pt", weights_only=True)["model"]
+
+
+def _max_diff(a: Path, b: Path) -> float:
+    pa, pb = _params(a), _params(b)
+    assert pa.keys() == pb.keys()
+    return max((pa[k] - pb[k]).abs().max().item() for k in pa)
+
+
+def _config(root: Path, name: str, raw: dict, **train) -> Path:
+    path = root / f"{name}.yaml"
+    path.write_text(yaml.safe_dump({**raw, "train": {**raw["train"], **train}}), encoding="utf-8")
+    return path
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def root(tmp_path_factory):
+    root = tmp_path_factory.mktemp("ddp")
+    write_corpus_zip(root / "toy.zip", toy_lines())
+    return root
+
+
+@pytest.fixture(scope="module")
+def ddp_dropout_run(root):
+    """The uninterrupted two-process run that the resumed and the two-node runs must equal."""
+    _nmt("train", _config(root, "dropout", WITH_DROPOUT), "--data", "toy.zip", "--out", "ddp-dropout",
+         "--nproc", 2, "--quiet", cwd=root)
+    return root / "ddp-dropout"
+
+
+def test_epoch_shards_are_disjoint_equal_and_cover_the_global_batches():
+    examples = [Example([4] * (1 + i % 9), [5] * (1 + i % 7)) for i in range(203)]
+    single = distributed.epoch_shard(examples, 20, random.Random(5), distributed.SINGLE)
+    shards = [distributed.epoch_shard(examples, 10, random.Random(5), distributed.World(r, 2)) for r in range(2)]
+    assert len(shards[0]) == len(shards[1]) == len(single)  # 11 global batches of <= 20, all kept
+    for step, (a, b) in enumerate(zip(*shards)):
+        assert not set(a) & set(b)
+        assert sorted(a + b) == sorted(single[step])  # the global batch one process would take
+    # 182 = 6 x 30 + 2: the last global batch cannot give each of 3 ranks an example and is dropped.
+    three = [distributed.epoch_shard(examples[:182], 10, random.Random(5), distributed.World(r, 3))
+             for r in range(3)]
+    assert [len(s) for s in three] == [6, 6, 6] and all(len(b) == 10 for s in three for b in s)
+
+
+def test_two_processes_hold_identical_parameters_after_every_step(root):
+    config = _config(root, "replicas", WITH_DROPOUT)
+    proc = _torchrun("--standalone", "--nproc_per_node=2", HELPERS / "ddp_replicas.py", config, "toy.zip",
+                     "replicas", 6, cwd=root)
+    result = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert result["world"] == 2 and result["steps"] == 6
+    assert result["max_diff"] == [0.0] * 6  # DDP's all-reduced gradients keep replicas bit-identical
+    a, b = result["shard_sizes"]
+    assert result["overlap"] == 0 and abs(a - b) <= 1 and a + b > 6 * 16  # disjoint halves of 6 global batches
+
+
+def test_two_processes_equal_one_process_with_the_global_batch(root):
+    _nmt("train", _config(root, "ddp", NO_DROPOUT), "--data", "toy.zip", "--out", "ddp", "--nproc", 2,
+         "--quiet", cwd=root)
+    _nmt("train", _config(root, "single", NO_DROPOUT, batch_size=32), "--data", "toy.zip", "--out", "single",
+         "--quiet", cwd=root)
+    # Same 12 global batches, gradients summed in another order: float noise only (measured ~2e-6).
+    assert _max_diff(root / "ddp", root / "single") < 1e-4
+    # Rank 0 alone writes: one log, one metrics line per validation (not one per process).
+    assert len((root / "ddp" / "metrics.jsonl").read_text().splitlines()) == 1
+    assert "2 processes, global batch 32" in (root / "ddp" / "train.log").read_text()
+
+
+def test_resume_under_ddp_continues_exactly(root, ddp_dropout_run):
+    config = _config(root, "half", WITH_DROPOUT, max_steps=STEPS // 2)
+    _nmt("train", config, "--data", "toy.zip", "--out", "resumed", "--nproc", 2, "--quiet", cwd=root)
+    _nmt("train", "--resume", "resumed", "--data", "toy.zip", "--set", f"train.max_steps={STEPS}", "--nproc", 2,
+         "--quiet", cwd=root)
+    assert _max_diff(root / "resumed", ddp_dropout_run) == 0.0
+
+
+def test_two_nodes_on_loopback_train_together(root, ddp_dropout_run):
+    """Two torchrun invocations, one process each, rendezvous on 127.0.0.1 as two machines would."""
+    config = _config(root, "dropout", WITH_DROPOUT)
+    port = _free_port()
+    nodes = [subprocess.Popen(
+        [sys.executable, "-m", "torch.distributed.run", "--nnodes=2", f"--node_rank={rank}", "--nproc_per_node=1",
+         "--master_addr=127.0.0.1", f"--master_port={port}", "-m", "nmt", "train", str(config), "--data",
+         "toy.zip", "--out", "two-nodes", "--quiet"],
+        cwd=root, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for rank in (0, 1)]
+    for node in nodes:
+        _, err = node.communicate(timeout=300)
+        assert node.returncode == 0, err[-3000:]
+    # Ranks 0 and 1 on two "machines" are ranks 0 and 1 of one machine: the same training.
+    assert _max_diff(root / "two-nodes", ddp_dropout_run) == 0.0

@@ -35,6 +35,14 @@ def keep_freed_memory() -> bool:
         return False
 
 
+def peak_rss_mb() -> float:
+    """This process's peak resident memory so far (ru_maxrss is KiB on Linux, bytes on macOS)."""
+    import resource
+
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    return peak / (1024 * 1024 if sys.platform == "darwin" else 1024)
+
+
 def configure(threads: int) -> None:
     """Apply `train.threads` (0 keeps torch's default) and the allocator setting."""
     if threads:

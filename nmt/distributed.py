@@ -6,6 +6,7 @@ here is a no-op for a world of one, so the single-process path pays nothing.
 
 from __future__ import annotations
 
+import gc
 import os
 import random
 from dataclasses import dataclass
@@ -56,9 +57,12 @@ def init(device_name: str) -> World:
 
 
 def shutdown() -> None:
-    """Leave the process group together: a rank tearing down its connections while another is
-    still using them was seen to abort (gloo, 'terminate called without an active exception')."""
+    """Leave the process group together, after the DDP modules that hold it are gone: a gloo
+    group that outlived destroy_process_group() inside a live DDP reducer was torn down during
+    interpreter exit, which aborted a rank now and then ('terminate called without an active
+    exception')."""
     if dist.is_initialized():
+        gc.collect()
         dist.barrier()
         dist.destroy_process_group()
 

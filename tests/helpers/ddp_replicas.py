@@ -32,4 +32,5 @@ if world.is_main:
     print(json.dumps({"world": world.size, "steps": trainer.step, "max_diff": max_diff,
                       "shard_sizes": [len(s) for s in all_seen],
                       "overlap": len(set(all_seen[0]) & set(all_seen[1]))}))
+del trainer  # its DDP module holds the process group (see distributed.shutdown)
 distributed.shutdown()

@@ -76,22 +76,26 @@ def train(
 ) -> None:
     """Train a model; writes config.yaml, vocabularies, metrics.jsonl, checkpoints, best.pt and last.pt."""
     from nmt import distributed
+    from nmt.config import load_config
+    from nmt.corpus import resolve_corpus
     from nmt.train import TrainingInterrupted, train as run_training
 
-    if nproc > 1:
-        raise typer.Exit(code=_launch_torchrun(nproc))
     overrides = list(set_ or [])
     if device is not None:
         overrides.append(f"train.device={device}")
     if max_minutes is not None:
         overrides.append(f"train.max_minutes={max_minutes}")
+    if nproc > 1:
+        # Bad arguments fail here, in one line, not N times inside torchrun's report.
+        cfg = _resume_target(target, overrides)[0] if resume else load_config(target or DEFAULT_CONFIG, overrides)
+        resolve_corpus(data, cfg.data)  # finds or downloads the corpus once, before N processes look
+        raise typer.Exit(code=_launch_torchrun(nproc))
     if resume:
         if out is not None:
             raise NmtError("--resume continues a run in its own directory; drop --out")
         cfg, out_dir, state = _resume_target(target, overrides)
         world = distributed.init(cfg.train.device)
     else:
-        from nmt.config import load_config
         from nmt.train import prepare_run_dir
 
         config = target or DEFAULT_CONFIG

@@ -134,3 +134,11 @@ def test_two_nodes_on_loopback_train_together(root, ddp_dropout_run):
         assert node.returncode == 0, err[-3000:]
     # Ranks 0 and 1 on two "machines" are ranks 0 and 1 of one machine: the same training.
     assert _max_diff(root / "two-nodes", ddp_dropout_run) == 0.0
+
+
+def test_nproc_rejects_bad_arguments_before_starting_processes(root):
+    proc = subprocess.run([sys.executable, "-m", "nmt", "train", _config(root, "bad", BASE), "--nproc", "2",
+                           "--data", "missing.zip"], cwd=root, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 1
+    assert proc.stderr.strip().splitlines() == [
+        "error: corpus not found: missing.zip (from --data); give the path of fra-eng.zip or fra.txt"]

@@ -69,7 +69,7 @@ def test_overrides(tmp_path):
         load_config(path, ["train.epochs=many"])
 
 
-@pytest.mark.parametrize("name", ["default", "tiny", "d2l"])
+@pytest.mark.parametrize("name", ["default", "tiny", "d2l", "large"])
 def test_shipped_configs_load(name):
     cfg = load_config(REPO / "configs" / f"{name}.yaml")
     assert cfg.model.attention == "additive"
@@ -80,3 +80,5 @@ def test_d2l_config_is_the_seed_experiment():
     m, t, d = cfg.model, cfg.train, cfg.data
     assert (m.embed_size, m.hidden_size, m.num_layers, m.dropout) == (32, 32, 2, 0.0)
     assert (t.batch_size, t.lr, t.epochs, d.max_len, d.num_pairs) == (64, 0.005, 500, 10, 50_000)
+    assert not (m.bidirectional or m.bridge or m.input_feeding or m.tie_embeddings)  # the seed's design
+    assert t.lr_schedule == "constant"

@@ -138,14 +138,15 @@ class Budget:
     def elapsed(self) -> float:
         return time.monotonic() - self.start
 
-    def progress(self, step: int, total_steps: int) -> float:
+    def progress(self, step: int, total_steps: int, elapsed: float | None = None) -> float:
         """The used share of the budget in [0, 1]: steps, minutes or `total_steps` (the
-        configured epochs), whichever runs out first."""
+        configured epochs), whichever runs out first. `elapsed` replaces this process's clock
+        (under DDP all ranks must agree on it, or their learning rates would differ)."""
         shares = [step / total_steps]
         if self.max_steps:
             shares.append(step / self.max_steps)
         if self.max_seconds:
-            shares.append(self.elapsed() / self.max_seconds)
+            shares.append((self.elapsed() if elapsed is None else elapsed) / self.max_seconds)
         return min(1.0, max(shares))
 
     def exhausted(self, step: int) -> str | None:
@@ -288,6 +289,7 @@ class Trainer:
         if resume is not None:
             elapsed = self._restore(resume)
         self.budget = Budget(cfg.train.max_steps, cfg.train.max_minutes, elapsed)
+        self.shared_elapsed = elapsed  # under DDP: the ranks' mean clock, agreed after each step
 
     def _progress(self) -> dict:
         return {"step": self.step, "epoch": self.epoch, "batch_in_epoch": self.batch_in_epoch,
@@ -422,7 +424,8 @@ class Trainer:
     def _train_batch(self, indices: list[int]) -> None:
         pad_id = self.tgt_vocab.pad_id
         batch = collate([self.train_examples[i] for i in indices], pad_id, self.tgt_vocab.bos_id)
-        lr = self.schedule.lr(self.step, self.budget.progress(self.step, self.total_steps))
+        elapsed = self.shared_elapsed if self.world.distributed else None
+        lr = self.schedule.lr(self.step, self.budget.progress(self.step, self.total_steps, elapsed))
         for group in self.optimizer.param_groups:
             group["lr"] = lr
         loss, tokens = train_step(self.trained, batch.to(self.device), self.optimizer, self.cfg, pad_id, self.world)
@@ -441,8 +444,10 @@ class Trainer:
         cfg = self.cfg.train
         stop_reason = self.budget.exhausted(self.step)
         if self.world.distributed:  # every rank stops at the same step, or the others would hang
-            signalled, out_of_budget = distributed.all_sum(
-                [float(signals.received is not None), float(stop_reason is not None)], self.world, self.device)
+            signalled, out_of_budget, clocks = distributed.all_sum(
+                [float(signals.received is not None), float(stop_reason is not None), self.budget.elapsed()],
+                self.world, self.device)
+            self.shared_elapsed = clocks / self.world.size
             if signalled and signals.received is None:
                 signals.received = signal.SIGTERM
             if out_of_budget and not stop_reason:

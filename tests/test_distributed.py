@@ -90,7 +90,8 @@ def test_epoch_shards_are_disjoint_equal_and_cover_the_global_batches():
 
 
 def test_two_processes_hold_identical_parameters_after_every_step(root):
-    config = _config(root, "replicas", WITH_DROPOUT)
+    # A learning rate that decays with the clock: the ranks must agree on the time, too.
+    config = _config(root, "replicas", WITH_DROPOUT, lr_schedule="linear", max_minutes=2.0)
     proc = _torchrun("--standalone", "--nproc_per_node=2", HELPERS / "ddp_replicas.py", config, "toy.zip",
                      "replicas", 6, cwd=root)
     result = json.loads(proc.stdout.strip().splitlines()[-1])

@@ -110,13 +110,16 @@ def train(
         file_log.setFormatter(logging.Formatter("%(asctime)s %(message)s"))
         logging.getLogger().addHandler(file_log)
     logger.info("run directory: %s", out_dir)
+    finished = False
     try:
         # The redirect keeps log lines from breaking the bar; it does not copy handler levels,
         # so --quiet (no bar) goes without it.
         with contextlib.nullcontext() if quiet else logging_redirect_tqdm():
             run_training(cfg, out_dir, data, quiet, resume=state, world=world)
+        finished = True
     except TrainingInterrupted as e:
-        typer.echo(str(e), err=True)
+        if world.is_main:
+            typer.echo(str(e), err=True)
         raise typer.Exit(code=e.exit_code) from None
     except KeyboardInterrupt:
         typer.echo(f"\ninterrupted: checkpoints saved so far are in {out_dir}; "
@@ -126,12 +129,13 @@ def train(
         if file_log is not None:
             logging.getLogger().removeHandler(file_log)
             file_log.close()
-        distributed.shutdown()
+        distributed.shutdown(clean=finished)
 
 
 def _launch_torchrun(nproc: int) -> int:
     """`nmt train ... --nproc N` is `torchrun --standalone --nproc_per_node N -m nmt train ...`."""
     import os
+    import signal
     import subprocess
 
     if "WORLD_SIZE" in os.environ:
@@ -147,7 +151,22 @@ def _launch_torchrun(nproc: int) -> int:
         args.append(arg)
     command = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={nproc}",
                "-m", "nmt", *args]
-    return subprocess.call(command)
+    launcher = subprocess.Popen(command)
+    forwarded: list[int] = []
+
+    def forward(signum: int, frame: object) -> None:
+        # SIGTERM or SIGINT sent to this process must reach torchrun, which passes it to the
+        # workers: they save and stop together. Without this they would train on, orphaned.
+        forwarded.append(signum)
+        launcher.send_signal(signum)
+
+    previous = {s: signal.signal(s, forward) for s in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        code = launcher.wait()
+        return 128 + forwarded[0] if forwarded else code  # torchrun itself exits 1 on a signal
+    finally:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
 
 
 def _resume_target(run: Optional[Path], overrides: list[str]):

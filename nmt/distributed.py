@@ -56,14 +56,16 @@ def init(device_name: str) -> World:
     return world
 
 
-def shutdown() -> None:
+def shutdown(clean: bool = True) -> None:
     """Leave the process group together, after the DDP modules that hold it are gone: a gloo
     group that outlived destroy_process_group() inside a live DDP reducer was torn down during
     interpreter exit, which aborted a rank now and then ('terminate called without an active
-    exception')."""
+    exception'). After an error (`clean=False`) the other ranks may be inside another
+    collective, so there is no barrier to wait at."""
     if dist.is_initialized():
         gc.collect()
-        dist.barrier()
+        if clean:
+            dist.barrier()
         dist.destroy_process_group()
 
 

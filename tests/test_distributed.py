@@ -54,6 +54,18 @@ def _config(root: Path, name: str, raw: dict, **train) -> Path:
     return path
 
 
+def _processes_with_argument(argument: str) -> list[str]:
+    """PIDs of running processes with `argument` on their command line (Linux /proc)."""
+    pids = []
+    for cmdline in Path("/proc").glob("[0-9]*/cmdline"):
+        try:
+            if argument.encode() in cmdline.read_bytes().split(b"\0"):
+                pids.append(cmdline.parent.name)
+        except OSError:  # the process ended while we looked
+            continue
+    return pids
+
+
 def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -143,3 +155,29 @@ def test_nproc_rejects_bad_arguments_before_starting_processes(root):
     assert proc.returncode == 1
     assert proc.stderr.strip().splitlines() == [
         "error: corpus not found: missing.zip (from --data); give the path of fra-eng.zip or fra.txt"]
+
+
+def test_sigterm_stops_all_processes_together_and_the_run_resumes(root):
+    """SIGTERM to `nmt train --nproc 2` reaches every worker through torchrun: all save at the
+    same step and stop, none is left training; then --resume continues under DDP."""
+    import signal
+    import time
+
+    config = _config(root, "long", BASE, max_steps=0, epochs=500, save_every=5)
+    proc = subprocess.Popen([sys.executable, "-m", "nmt", "train", str(config), "--data", "toy.zip", "--out",
+                             "signalled", "--nproc", "2", "--quiet"], cwd=root, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 120
+    while not list((root / "signalled").glob("ckpt-*.pt")) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    proc.send_signal(signal.SIGTERM)
+    _, err = proc.communicate(timeout=120)
+    assert proc.returncode == 128 + signal.SIGTERM
+    assert err.count("Resume with: nmt train --resume signalled") == 1  # rank 0 speaks for the job
+    step = int(err.split("interrupted at step ")[1].split(";")[0])
+    time.sleep(1)
+    assert not _processes_with_argument("signalled"), "workers kept training after the launcher was stopped"
+    _nmt("train", "--resume", "signalled", "--data", "toy.zip", "--set", f"train.max_steps={step + 10}",
+         "--nproc", 2, "--quiet", cwd=root)
+    records = [json.loads(x) for x in (root / "signalled" / "metrics.jsonl").read_text().splitlines()]
+    assert records[-1]["step"] == step + 10

@@ -93,11 +93,6 @@ def all_sum(values: list[float], world: World, device: torch.device) -> list[flo
     return tensor.tolist()
 
 
-def any_rank(flag: bool, world: World, device: torch.device) -> bool:
-    """True on every rank when it is True on any: how all ranks stop at the same step."""
-    return all_sum([float(flag)], world, device)[0] > 0
-
-
 def from_main(obj: Any, world: World) -> Any:
     """Rank 0's `obj` on every rank (validation results, the run directory)."""
     if not world.distributed:

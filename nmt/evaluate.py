@@ -82,7 +82,7 @@ def evaluate_checkpoint(checkpoint: str | None, split: str, bleu: bool, device_n
         hyps = [" ".join(t) for t in Translator.from_loaded(loaded, device).translate_tokens(sources, beam_size)]
         seconds = time.perf_counter() - start
         search = "greedy" if beam_size == 1 else f"beam {beam_size}"
-        hyp_path = loaded.path.parent / f"hyps.{split}.{'greedy' if beam_size == 1 else f'beam{beam_size}'}.txt"
+        hyp_path = loaded.path.parent / f"hyps.{split}.{search.replace(' ', '')}.txt"
         hyp_path.write_text("\n".join(hyps) + "\n", encoding="utf-8")
         lines += [f"{search}: {score(hyps, refs).line()}",
                   f"decoded {len(sources):,} sentences in {seconds:.1f} s ({len(sources) / seconds:,.1f} sent/s); "

@@ -29,7 +29,6 @@ import argparse
 import json
 import multiprocessing as mp
 import random
-import resource
 import statistics
 import sys
 import time
@@ -43,10 +42,6 @@ sys.path.insert(0, str(REPO / "scripts"))
 
 
 SEED_DESIGN_OFF = ("bidirectional", "bridge", "input_feeding", "tie_embeddings")
-
-
-def _peak_rss_mb() -> float:
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # ru_maxrss is KiB on Linux
 
 
 def _prepare(args):
@@ -100,13 +95,14 @@ def measure_nmt_train(args) -> dict:
         return batch.num_tokens
 
     rates = _windows(step, batches, args.warmup, args.windows, args.window_steps)
-    return {"train_tok_s": statistics.median(rates), "train_windows": rates, "peak_rss_mb": _peak_rss_mb(),
+    return {"train_tok_s": statistics.median(rates), "train_windows": rates, "peak_rss_mb": runtime.peak_rss_mb(),
             "precision": runtime.resolve_precision(cfg.train.precision, torch.device("cpu")), "flops_per_token": flops_per_token(cfg, examples, len(tgt_vocab))}
 
 
 def measure_seed_train(args) -> dict:
     import seed_reference as seed
 
+    from nmt import runtime
     from nmt.data import pad
 
     cfg, _, src_vocab, tgt_vocab, examples = _prepare(args)
@@ -132,7 +128,7 @@ def measure_seed_train(args) -> dict:
 
     rates = _windows(step, batches(), args.warmup, args.windows, args.window_steps)
     return {"seed_train_tok_s": statistics.median(rates), "seed_train_windows": rates,
-            "seed_peak_rss_mb": _peak_rss_mb()}
+            "seed_peak_rss_mb": runtime.peak_rss_mb()}
 
 
 def _decode_inputs(args):

@@ -209,7 +209,7 @@ def translate(
     """Translate English to French: sentences given here, a file, piped stdin, or an interactive prompt."""
     from nmt.checkpoint import load_model
     from nmt.corpus import iter_text_lines
-    from nmt.train import resolve_device
+    from nmt.runtime import resolve_device
     from nmt.translator import Translator
 
     _setup_logging()

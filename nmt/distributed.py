@@ -16,6 +16,7 @@ from typing import Any
 import torch
 import torch.distributed as dist
 
+from nmt import runtime
 from nmt.data import Example, bucket_batches
 from nmt.errors import NmtError
 
@@ -45,7 +46,7 @@ def init(device_name: str) -> World:
     if size == 1:
         return SINGLE
     world = World(int(os.environ["RANK"]), size, int(os.environ.get("LOCAL_RANK", "0")))
-    cuda = device_name == "cuda" or (device_name == "auto" and torch.cuda.is_available())
+    cuda = runtime.resolve_device(device_name).type == "cuda"
     if cuda:
         if torch.cuda.device_count() <= world.local_rank:
             raise NmtError(f"local rank {world.local_rank} has no GPU ({torch.cuda.device_count()} visible); "

@@ -60,7 +60,8 @@ def evaluate_checkpoint(checkpoint: str | None, split: str, bleu: bool, device_n
     from nmt.checkpoint import load_model
     from nmt.corpus import load_splits, resolve_corpus
     from nmt.data import encode_pairs
-    from nmt.train import resolve_device, validation_loss
+    from nmt.runtime import resolve_device
+    from nmt.train import validation_loss
     from nmt.translator import Translator
 
     device = resolve_device(device_name)

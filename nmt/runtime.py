@@ -1,4 +1,4 @@
-"""Process-wide settings that make CPU training fast: threads and the memory allocator."""
+"""Where and how this process computes: its device, threads, precision and memory allocator."""
 
 from __future__ import annotations
 
@@ -9,6 +9,8 @@ import logging
 import sys
 
 import torch
+
+from nmt.errors import NmtError
 
 logger = logging.getLogger(__name__)
 
@@ -41,6 +43,17 @@ def peak_rss_mb() -> float:
 
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     return peak / (1024 * 1024 if sys.platform == "darwin" else 1024)
+
+
+def resolve_device(name: str, local_rank: int = 0) -> torch.device:
+    """'auto' takes CUDA when present; 'cuda' without a usable GPU is an error, not a silent CPU run.
+    Under torchrun each process takes the GPU of its local rank."""
+    if name == "cuda" and not torch.cuda.is_available():
+        raise NmtError(f"--device cuda: no CUDA device is available to this torch build "
+                       f"({torch.__version__}); use --device cpu or --device auto")
+    if name == "auto":
+        name = "cuda" if torch.cuda.is_available() else "cpu"
+    return torch.device(name, local_rank) if name == "cuda" else torch.device(name)
 
 
 def configure(threads: int) -> None:

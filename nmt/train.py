@@ -35,17 +35,6 @@ from nmt.vocab import Vocab
 logger = logging.getLogger(__name__)
 
 
-def resolve_device(name: str, local_rank: int = 0) -> torch.device:
-    """'auto' takes CUDA when present; 'cuda' without a usable GPU is an error, not a silent CPU run.
-    Under torchrun each process takes the GPU of its local rank."""
-    if name == "cuda" and not torch.cuda.is_available():
-        raise NmtError(f"--device cuda: no CUDA device is available to this torch build "
-                       f"({torch.__version__}); use --device cpu or --device auto")
-    if name == "auto":
-        name = "cuda" if torch.cuda.is_available() else "cpu"
-    return torch.device(name, local_rank) if name == "cuda" else torch.device(name)
-
-
 def prepare_run_dir(out: Path | None, config_path: Path, runs_dir: Path = RUNS_DIR) -> Path:
     """The run directory: `out`, or a new time-stamped one under runs/. Never reuse a non-empty one."""
     if out is None:
@@ -230,7 +219,7 @@ class Trainer:
         self.quiet = quiet or not world.is_main  # one progress bar, from rank 0
         seed_everything(cfg.train.seed)
         runtime.configure(cfg.train.threads)
-        self.device = resolve_device(cfg.train.device, world.local_rank)
+        self.device = runtime.resolve_device(cfg.train.device, world.local_rank)
         precision = runtime.resolve_precision(cfg.train.precision, self.device)
         if precision != cfg.train.precision:
             cfg = self.cfg = dataclasses.replace(cfg, train=dataclasses.replace(cfg.train, precision=precision))

@@ -41,12 +41,14 @@ SINGLE = World()
 
 
 def init(device_name: str) -> World:
-    """Join the process group torchrun describes: gloo on CPU, NCCL on CUDA (one GPU per process)."""
+    """Join the process group torchrun describes: gloo on CPU, NCCL on CUDA (one GPU per process).
+    The device is checked first, in every world, so `--device cuda` without CUDA fails before
+    a run directory is made."""
+    cuda = runtime.resolve_device(device_name).type == "cuda"
     size = int(os.environ.get("WORLD_SIZE", "1"))
     if size == 1:
         return SINGLE
     world = World(int(os.environ["RANK"]), size, int(os.environ.get("LOCAL_RANK", "0")))
-    cuda = runtime.resolve_device(device_name).type == "cuda"
     if cuda:
         if torch.cuda.device_count() <= world.local_rank:
             raise NmtError(f"local rank {world.local_rank} has no GPU ({torch.cuda.device_count()} visible); "

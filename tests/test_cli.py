@@ -134,9 +134,13 @@ def test_bad_translate_inputs(trained, tmp_path):
 
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="checks the message shown when CUDA is absent")
-def test_cuda_requested_without_cuda(trained):
+def test_cuda_requested_without_cuda(trained, tmp_path):
     assert_one_line_error(invoke("translate", "Go .", "-c", trained["run"], "--device", "cuda"),
                           "no CUDA device", "--device cpu")
+    run = tmp_path / "run"
+    assert_one_line_error(invoke("train", trained["config"], "--out", run, "--data", trained["corpus"],
+                                 "--device", "cuda"), "no CUDA device", "--device cpu")
+    assert not run.exists()  # refused before anything was written
 
 
 def test_corrupt_and_truncated_checkpoints(trained, tmp_path):

@@ -6,7 +6,9 @@ import ctypes
 import ctypes.util
 import functools
 import logging
+import os
 import sys
+from dataclasses import dataclass
 
 import torch
 
@@ -56,6 +58,14 @@ def resolve_device(name: str, local_rank: int = 0) -> torch.device:
     return torch.device(name, local_rank) if name == "cuda" else torch.device(name)
 
 
+def to_device(tensor: torch.Tensor, device: torch.device) -> torch.Tensor:
+    """Copy a host tensor to `device` without making the host wait: on CUDA through pinned memory
+    with non_blocking (a plain .to() synchronizes with the GPU's queue); elsewhere a plain move."""
+    if device.type == "cuda" and tensor.device.type == "cpu":
+        return tensor.pin_memory().to(device, non_blocking=True)
+    return tensor.to(device)
+
+
 def configure(threads: int) -> None:
     """Apply `train.threads` (0 keeps torch's default) and the allocator setting."""
     if threads:
@@ -64,22 +74,103 @@ def configure(threads: int) -> None:
         logger.debug("allocator tuning not available on this platform")
 
 
-@functools.lru_cache(maxsize=None)
-def fast_bf16(device: torch.device) -> bool:
-    """Whether bf16 matrix products run natively: CUDA GPUs that support bf16, or CPUs with
-    avx512_bf16 or AMX (elsewhere oneDNN emulates bf16, which is slower than fp32)."""
-    if device.type == "cuda":
-        return torch.cuda.is_bf16_supported()
+BF16_CPU_FLAGS = ("avx512_bf16", "amx_bf16")  # the instructions that make bf16 faster than fp32
+
+
+def cpu_flags() -> set[str]:
+    """The ISA flags /proc/cpuinfo lists (empty where it cannot be read, e.g. macOS)."""
     try:
         with open("/proc/cpuinfo", encoding="utf-8") as f:
-            flags = set(f.read().split())
+            for line in f:
+                if line.startswith("flags"):
+                    return set(line.partition(":")[2].split())
     except OSError:
-        return False
-    return bool(flags & {"avx512_bf16", "amx_bf16"})
+        pass
+    return set()
+
+
+def cpu_name() -> str:
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    return line.partition(":")[2].strip()
+    except OSError:
+        pass
+    import platform
+
+    return platform.processor() or platform.machine()
+
+
+def bf16_lstm_runs() -> bool:
+    """Whether oneDNN runs a bf16 LSTM, forward and backward, in this process.
+
+    The flags alone can mislead: ONEDNN_MAX_CPU_ISA=AVX2 on an avx512_bf16 CPU (or a VM that
+    hides the instructions from oneDNN) lists the flag, yet the bf16 LSTM primitive cannot be
+    created there. A tiny real run answers for the kernels nmt will actually call.
+    """
+    with torch.random.fork_rng(devices=[]):  # the probe must not move the seeded RNG of a run
+        lstm = torch.nn.LSTM(4, 4, batch_first=True)
+        try:
+            with torch.autocast("cpu", dtype=torch.bfloat16):
+                out, _ = lstm(torch.randn(2, 3, 4))
+            out.float().sum().backward()
+        except RuntimeError:
+            return False
+    return True
+
+
+@dataclass(frozen=True)
+class Bf16Support:
+    native: bool
+    reason: str  # which feature decided it, for the log and for error messages
+
+
+@functools.lru_cache(maxsize=None)
+def bf16_support(device: torch.device) -> Bf16Support:
+    """Whether bf16 runs natively on `device`, and why (or why not).
+
+    On CPUs without avx512_bf16 or AMX, oneDNN emulates bf16: measured here with oneDNN held to
+    AVX2, a bf16 1024^2 matrix product ran ~150x slower than fp32, and the LSTM does not run at all.
+    """
+    if device.type == "cuda":
+        name = torch.cuda.get_device_name(device)
+        if torch.cuda.is_bf16_supported():
+            return Bf16Support(True, f"{name} supports bf16")
+        return Bf16Support(False, f"{name} has no bf16 support")
+    if device.type != "cpu":
+        return Bf16Support(False, f"bf16 is not enabled for {device.type} devices")
+    found = sorted(cpu_flags() & set(BF16_CPU_FLAGS))
+    if not found:
+        return Bf16Support(False, "this CPU has no avx512_bf16 or amx_bf16, so bf16 would be emulated "
+                                  "(many times slower than fp32)")
+    if not bf16_lstm_runs():
+        return Bf16Support(False, f"this CPU lists {' and '.join(found)}, but oneDNN cannot run a bf16 LSTM "
+                                  f"in this process (ONEDNN_MAX_CPU_ISA="
+                                  f"{os.environ.get('ONEDNN_MAX_CPU_ISA', 'unset')})")
+    return Bf16Support(True, f"this CPU has {' and '.join(found)}")
+
+
+def fast_bf16(device: torch.device) -> bool:
+    """Whether bf16 matrix products run natively on `device` (see `bf16_support`)."""
+    return bf16_support(device).native
 
 
 def resolve_precision(precision: str, device: torch.device) -> str:
-    """'auto' becomes bf16 where it is native and fp32 elsewhere."""
+    """'auto' becomes bf16 where it is native and fp32 elsewhere; an explicit 'bf16' where it is
+    not native is refused with the reason (a traceback from inside oneDNN, or a run 150x slower
+    than fp32, would be the alternative)."""
     if precision == "auto":
         return "bf16" if fast_bf16(device) else "fp32"
+    if precision == "bf16" and not fast_bf16(device):
+        raise NmtError(f"train.precision=bf16 is not available: {bf16_support(device).reason}; "
+                       f"use --set train.precision=fp32 (or auto, which picks bf16 only where it is native)")
     return precision
+
+
+def describe_precision(requested: str, device: torch.device) -> str:
+    """The precision a run uses and the feature that decided it, for the log's first lines."""
+    chosen = resolve_precision(requested, device)
+    support = bf16_support(device)
+    how = "auto" if requested == "auto" else "requested"
+    return f"precision {chosen} ({how}: {support.reason})"

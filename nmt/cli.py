@@ -78,7 +78,8 @@ def train(
     from nmt import distributed
     from nmt.config import load_config
     from nmt.corpus import resolve_corpus
-    from nmt.train import TrainingInterrupted, train as run_training
+    from nmt.stopping import TrainingInterrupted
+    from nmt.train import train as run_training
 
     overrides = list(set_ or [])
     if device is not None:
@@ -88,18 +89,21 @@ def train(
     if nproc > 1:
         # Bad arguments fail here, in one line, not N times inside torchrun's report.
         cfg = _resume_target(target, overrides)[0] if resume else load_config(target or DEFAULT_CONFIG, overrides)
+        _check_precision(cfg.train)
         resolve_corpus(data, cfg.data)  # finds or downloads the corpus once, before N processes look
         raise typer.Exit(code=_launch_torchrun(nproc))
     if resume:
         if out is not None:
             raise NmtError("--resume continues a run in its own directory; drop --out")
         cfg, out_dir, state = _resume_target(target, overrides)
+        _check_precision(cfg.train)
         world = distributed.init(cfg.train.device)
     else:
         from nmt.train import prepare_run_dir
 
         config = target or DEFAULT_CONFIG
         cfg, state = load_config(config, overrides), None
+        _check_precision(cfg.train)
         world = distributed.init(cfg.train.device)
         # Under torchrun rank 0 makes the (time-stamped) directory and tells the others its name.
         out_dir = distributed.from_main(prepare_run_dir(out, config) if world.is_main else None, world)
@@ -130,6 +134,13 @@ def train(
             logging.getLogger().removeHandler(file_log)
             file_log.close()
         distributed.shutdown(clean=finished)
+
+
+def _check_precision(train_cfg: Any) -> None:
+    """An explicit bf16 where it is not native fails here, before a run directory or a process exists."""
+    from nmt import runtime
+
+    runtime.resolve_precision(train_cfg.precision, runtime.resolve_device(train_cfg.device))
 
 
 def _launch_torchrun(nproc: int) -> int:

@@ -1,7 +1,7 @@
 from sacrebleu.metrics import BLEU
 
 from nmt.corpus import Pair
-from nmt.evaluate import group_references, reference_streams, score
+from nmt.metrics import group_references, reference_streams, score
 
 
 def test_group_references_collects_every_translation():

@@ -10,7 +10,8 @@ import torch
 
 from nmt import distributed
 from nmt.config import load_config
-from nmt.train import Trainer, _StopSignals
+from nmt.stopping import StopSignals
+from nmt.train import Trainer
 
 config, corpus, out, steps = sys.argv[1], sys.argv[2], Path(sys.argv[3]), int(sys.argv[4])
 cfg = load_config(config)
@@ -20,7 +21,7 @@ out_dir.mkdir(parents=True, exist_ok=True)
 trainer = Trainer(cfg, out_dir, corpus, quiet=True, resume=None, world=world)
 trainer.window = type("Window", (), {"add": lambda *a: None})()  # the log window is not under test
 shard = distributed.epoch_shard(trainer.train_examples, cfg.train.batch_size, random.Random(0), world)
-max_diff, seen, signals = [], [], _StopSignals()
+max_diff, seen, signals = [], [], StopSignals()
 for indices in shard[:steps]:
     seen.extend(indices)
     trainer._train_batch(indices)

@@ -1,0 +1,59 @@
+"""The package flows one way: no module's imports (top-level or inside functions) form a circle,
+and evaluation stands on the loss and the metrics, never on training."""
+
+import ast
+from pathlib import Path
+
+import nmt
+
+PACKAGE = Path(nmt.__file__).resolve().parent
+
+
+def _module_name(path: Path) -> str:
+    parts = path.relative_to(PACKAGE.parent).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def import_graph() -> dict[str, set[str]]:
+    """Each nmt module -> the nmt modules it imports, read from the source with ast."""
+    modules = {_module_name(p): p for p in PACKAGE.rglob("*.py")}
+    graph: dict[str, set[str]] = {}
+    for name, path in modules.items():
+        targets = set()
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Import):
+                targets.update(alias.name for alias in node.names)
+            elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+                targets.add(node.module)
+                # `from nmt import runtime` imports the module nmt.runtime
+                targets.update(f"{node.module}.{alias.name}" for alias in node.names)
+        graph[name] = {t for t in targets if t in modules and t != name and not name.startswith(t + ".")}
+    return graph
+
+
+def _reachable(graph: dict[str, set[str]], start: str) -> set[str]:
+    seen, todo = set(), [start]
+    while todo:
+        for target in graph[todo.pop()]:
+            if target not in seen:
+                seen.add(target)
+                todo.append(target)
+    return seen
+
+
+def test_the_graph_is_read_from_the_real_imports():
+    graph = import_graph()
+    assert {"nmt.loss", "nmt.metrics", "nmt.checkpoint"} <= graph["nmt.evaluate"]
+    assert "nmt.loss" in graph["nmt.train"] and "nmt.runtime" in graph["nmt.loss"]
+
+
+def test_no_import_circle_in_the_package():
+    graph = import_graph()
+    circles = sorted(name for name in graph if name in _reachable(graph, name))
+    assert not circles, f"modules on an import circle: {circles}"
+
+
+def test_evaluation_does_not_import_training():
+    graph = import_graph()
+    assert "nmt.train" not in _reachable(graph, "nmt.evaluate")
+    assert "nmt.train" not in _reachable(graph, "nmt.loss")

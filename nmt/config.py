@@ -85,7 +85,8 @@ class ModelConfig:
 
 @dataclass(frozen=True)
 class TrainConfig:
-    batch_size: int = 64
+    batch_size: int = 64  # sentences a batch (per process under DDP)
+    batch_tokens: int = 0  # >0: batches by padded target tokens instead (rows x longest target), as fairseq's max_tokens
     lr: float = 0.001
     lr_schedule: str = "constant"  # constant | plateau (decay when val BLEU stalls) | linear (to min_lr at the budget's end)
     warmup_steps: int = 0  # linear warm-up from 0 to lr over the first N steps
@@ -113,7 +114,8 @@ class TrainConfig:
                   val_bleu_sentences=self.val_bleu_sentences, keep_last=self.keep_last)
         _non_negative("train", max_steps=self.max_steps, max_minutes=self.max_minutes, clip_grad=self.clip_grad,
                       threads=self.threads, eval_every=self.eval_every, save_every=self.save_every,
-                      patience=self.patience, warmup_steps=self.warmup_steps, min_lr=self.min_lr)
+                      patience=self.patience, warmup_steps=self.warmup_steps, min_lr=self.min_lr,
+                      batch_tokens=self.batch_tokens)
         _positive("train", lr_decay_patience=self.lr_decay_patience)
         if not 0 < self.lr_decay_factor < 1:
             raise ConfigError(f"train.lr_decay_factor must be in (0, 1) (got {self.lr_decay_factor})")

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 import torch
 
 from nmt.corpus import Pair
+from nmt.runtime import to_device
 from nmt.vocab import Vocab
 
 
@@ -19,10 +20,17 @@ class Batch:
     tgt_in: torch.Tensor  # (batch, tgt_len) <bos> + target ids, the decoder's teacher-forced input
     tgt_out: torch.Tensor  # (batch, tgt_len) target ids + <eos>, what the decoder must predict
     num_tokens: int  # non-pad target tokens (<eos> included): what the loss and tokens/s count
+    positions: torch.Tensor | None = None  # (num_tokens,) flat indices of the non-pad targets in tgt_out
 
     def to(self, device: torch.device) -> Batch:
-        return Batch(self.src.to(device), self.src_lens.to(device), self.tgt_in.to(device),
-                     self.tgt_out.to(device), self.num_tokens)
+        """The tensors on `device`, except `src_lens`: the encoder packs by lengths on the host, and
+        keeping them there spares a device-to-host copy (a wait for the GPU) every step. On CUDA
+        the copies go through pinned memory without blocking, so the host runs ahead."""
+        if device.type == "cpu":
+            return self
+        positions = None if self.positions is None else to_device(self.positions, device)
+        return Batch(to_device(self.src, device), self.src_lens, to_device(self.tgt_in, device),
+                     to_device(self.tgt_out, device), self.num_tokens, positions)
 
 
 @dataclass(frozen=True)
@@ -52,28 +60,54 @@ def pad(sequences: Sequence[Sequence[int]], pad_id: int) -> torch.Tensor:
 
 def collate(examples: Sequence[Example], pad_id: int, bos_id: int) -> Batch:
     tgt_in = pad([[bos_id] + ex.tgt[:-1] for ex in examples], pad_id)
+    tgt_out = pad([ex.tgt for ex in examples], pad_id)
     return Batch(
         src=pad([ex.src for ex in examples], pad_id),
         src_lens=torch.tensor([len(ex.src) for ex in examples], dtype=torch.long),
         tgt_in=tgt_in,
-        tgt_out=pad([ex.tgt for ex in examples], pad_id),
+        tgt_out=tgt_out,
         num_tokens=sum(len(ex.tgt) for ex in examples),
+        # Found here, on the host: a boolean mask applied on a GPU would wait for it (nonzero()).
+        positions=(tgt_out.flatten() != pad_id).nonzero().squeeze(1),
     )
 
 
-def bucket_batches(examples: Sequence[Example], batch_size: int, rng: random.Random | None) -> list[list[int]]:
-    """Index lists of `batch_size` examples of similar lengths, so batches carry little padding.
+def bucket_batches(examples: Sequence[Example], batch_size: int, rng: random.Random | None,
+                   batch_tokens: int = 0) -> list[list[int]]:
+    """Index lists of examples of similar lengths, so batches carry little padding: `batch_size`
+    examples each, or with `batch_tokens`, as many as fit that many padded target tokens
+    (rows x longest target), as Joey NMT's and fairseq's token batches do.
 
     With `rng`, equal-length examples are shuffled before sorting and the batch order is
-    shuffled, so every epoch sees new batches; without it the order is fixed.
+    shuffled, so every epoch sees new batches; without it the order is fixed. The number of
+    batches depends on the lengths alone, never on the shuffle.
     """
     order = list(range(len(examples)))
     if rng is not None:
         rng.shuffle(order)
     order.sort(key=lambda i: (len(examples[i].src), len(examples[i].tgt)))  # stable: keeps the shuffle
-    batches = [order[i: i + batch_size] for i in range(0, len(order), batch_size)]
+    if batch_tokens:
+        batches = token_batches(order, [len(ex.tgt) for ex in examples], batch_tokens)
+    else:
+        batches = [order[i: i + batch_size] for i in range(0, len(order), batch_size)]
     if rng is not None:
         rng.shuffle(batches)
+    return batches
+
+
+def token_batches(order: Sequence[int], tgt_lens: Sequence[int], batch_tokens: int) -> list[list[int]]:
+    """Cut `order` into runs whose rows x longest target stays within `batch_tokens` (at least one row)."""
+    batches: list[list[int]] = []
+    current: list[int] = []
+    longest = 0
+    for i in order:
+        if current and (len(current) + 1) * max(longest, tgt_lens[i]) > batch_tokens:
+            batches.append(current)
+            current, longest = [], 0
+        current.append(i)
+        longest = max(longest, tgt_lens[i])
+    if current:
+        batches.append(current)
     return batches
 
 

@@ -72,16 +72,18 @@ def shutdown(clean: bool = True) -> None:
         dist.destroy_process_group()
 
 
-def epoch_shard(examples: list[Example], batch_size: int, rng: random.Random, world: World) -> list[list[int]]:
-    """This rank's batches for one epoch.
+def epoch_shard(examples: list[Example], batch_size: int, rng: random.Random | None, world: World,
+                batch_tokens: int = 0) -> list[list[int]]:
+    """This rank's batches for one epoch (with `rng` None: in a fixed order, for counting them).
 
-    All ranks draw the same length-bucketed global batches of batch_size x world examples (the
-    same rng state), and rank r takes every world-th example of each, so ranks see disjoint,
+    All ranks draw the same length-bucketed global batches of batch_size x world examples, or of
+    batch_tokens x world padded target tokens (the same rng state), and rank r takes every
+    world-th example of each, so ranks see disjoint,
     equally long shards and one step of N processes is one step of a single process whose
     batch_size is N times larger. Global batches too small to give every rank an example are
     dropped (only when world > 1: an empty shard would stall the gradient all-reduce).
     """
-    batches = bucket_batches(examples, batch_size * world.size, rng)
+    batches = bucket_batches(examples, batch_size * world.size, rng, batch_tokens * world.size)
     if not world.distributed:
         return batches
     return [b[world.rank::world.size] for b in batches if len(b) >= world.size]

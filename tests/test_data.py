@@ -3,7 +3,7 @@ import random
 import torch
 
 from nmt.corpus import Pair
-from nmt.data import bucket_batches, collate, encode_pairs, iterate_batches
+from nmt.data import Example, bucket_batches, collate, encode_pairs, iterate_batches
 from nmt.vocab import Vocab
 
 
@@ -69,3 +69,34 @@ def test_epochs_are_reproducible_and_differ():
     batches = list(iterate_batches(examples, 16, tv.pad_id, tv.bos_id))
     assert sum(b.src.shape[0] for b in batches) == len(examples)
     assert all(isinstance(b.src, torch.Tensor) and b.src.dtype == torch.long for b in batches)
+
+
+def _examples_of_lengths(lengths):
+    return [Example(src=[5] * s + [2], tgt=[6] * t + [2]) for s, t in lengths]
+
+
+def test_token_batches_stay_within_the_budget_and_cover_every_example_once():
+    rng = random.Random(0)
+    examples = _examples_of_lengths([(rng.randint(1, 15), rng.randint(1, 15)) for _ in range(500)])
+    batches = bucket_batches(examples, batch_size=1, rng=random.Random(1), batch_tokens=120)
+    assert sorted(i for b in batches for i in b) == list(range(500))
+    for batch in batches:
+        padded = len(batch) * max(len(examples[i].tgt) for i in batch)
+        assert padded <= 120 or len(batch) == 1
+    # The count depends on the lengths only, so the schedule can know the epoch's length.
+    counts = {len(bucket_batches(examples, 1, random.Random(seed), batch_tokens=120)) for seed in range(5)}
+    assert counts == {len(bucket_batches(examples, 1, None, batch_tokens=120))}
+
+
+def test_a_sentence_longer_than_the_token_budget_gets_a_batch_of_its_own():
+    examples = _examples_of_lengths([(3, 3), (3, 30), (3, 3)])
+    batches = bucket_batches(examples, batch_size=1, rng=None, batch_tokens=10)
+    assert sorted(map(sorted, batches)) == [[0, 2], [1]]
+
+
+def test_collate_finds_the_target_positions_on_the_host():
+    examples = _examples_of_lengths([(2, 1), (2, 3)])
+    batch = collate(examples, pad_id=0, bos_id=1)
+    assert batch.positions.tolist() == [0, 1, 4, 5, 6, 7]  # row 0: 2 of 4 slots, row 1: all 4
+    assert torch.equal(batch.tgt_out.flatten()[batch.positions], batch.tgt_out[batch.tgt_out != 0])
+    assert batch.to(torch.device("cpu")).src_lens.device.type == "cpu"

@@ -1,5 +1,6 @@
 import json
 
+import pytest
 import torch
 
 from nmt.checkpoint import load_model, save_checkpoint
@@ -83,3 +84,12 @@ def test_early_stopping_on_validation_bleu(toy_zip, tmp_path):
     # lr 0 never improves after the first validation: patience 2 stops two validations later
     best, metrics = _train(toy_zip, tmp_path / "run", epochs=20, lr=1e-12, patience=2)
     assert len(metrics) == 3 and best["step"] == metrics[0]["step"]
+
+
+def test_token_batches_train_and_size_the_schedule_by_their_count(toy_zip, tmp_path):
+    best, metrics = _train(toy_zip, tmp_path / "run", epochs=1, batch_tokens=150, lr_schedule="linear")
+    steps = metrics[-1]["step"]
+    assert metrics[-1]["at"] == "epoch end" and steps > 0
+    # The linear schedule knew the epoch's length: its last step ran at 1/steps of the peak rate.
+    assert metrics[-1]["lr"] == pytest.approx(TINY["train"]["lr"] / steps)
+    assert len(metrics) == 1

@@ -87,13 +87,14 @@ class Decoder(nn.Module):
             return self.out(hidden)
         return self.out(F.pad(hidden, (0, 0, 0, padded)))[:rows]
 
-    def forward(self, tgt_in: torch.Tensor, state: DecoderState, tgt_mask: torch.Tensor | None = None
+    def forward(self, tgt_in: torch.Tensor, state: DecoderState, positions: torch.Tensor | None = None
                 ) -> tuple[torch.Tensor, DecoderState, torch.Tensor]:
         """Teacher-forced run: tgt_in (batch, tgt_len) -> logits (batch, tgt_len, vocab),
         final state, attention weights (batch, tgt_len, src_len).
 
-        With a (batch, tgt_len) bool `tgt_mask`, logits come only for the True positions, as
-        (num_true, vocab): padding never reaches the large output projection and softmax.
+        With `positions`, flat indices into (batch * tgt_len) such as the non-pad targets, logits
+        come only for those, as (len(positions), vocab): padding never reaches the large output
+        projection and softmax.
         """
         emb = self.embedding(tgt_in)  # (batch, tgt_len, embed), looked up once for all steps
         outputs, weights = [], []
@@ -102,10 +103,10 @@ class Decoder(nn.Module):
             outputs.append(output)
             weights.append(step_weights)
         hidden = torch.stack(outputs, dim=1)  # (batch, tgt_len, hidden)
-        if tgt_mask is None:  # the output projection, the largest matrix product, runs once over all steps
+        if positions is None:  # the output projection, the largest matrix product, runs once over all steps
             logits = self.project(hidden.flatten(0, 1)).unflatten(0, hidden.shape[:2])
         else:
-            logits = self.project(hidden[tgt_mask])
+            logits = self.project(hidden.flatten(0, 1).index_select(0, positions))
         return logits, state, torch.stack(weights, dim=1)
 
     def decode_step(self, prev_ids: torch.Tensor, state: DecoderState

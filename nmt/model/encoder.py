@@ -5,9 +5,24 @@ from __future__ import annotations
 
 import torch
 from torch import nn
-from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
+from torch.nn.utils.rnn import PackedSequence, pack_padded_sequence, pad_packed_sequence
+
+from nmt.runtime import to_device
 
 LSTMState = tuple[torch.Tensor, torch.Tensor]
+
+
+def pack_by_length(emb: torch.Tensor, lengths: torch.Tensor) -> PackedSequence:
+    """pack_padded_sequence(emb, lengths, batch_first=True, enforce_sorted=False), step for step,
+    except that the sort order goes to the device without blocking: torch's own version copies
+    it with a blocking copy, which makes the host wait for the GPU once per batch.
+    `lengths` (batch,) must be on the host."""
+    lengths, sorted_indices = torch.sort(lengths, descending=True)
+    unsorted_indices = torch.empty_like(sorted_indices)
+    unsorted_indices[sorted_indices] = torch.arange(len(sorted_indices))
+    sorted_indices, unsorted_indices = (to_device(i, emb.device) for i in (sorted_indices, unsorted_indices))
+    packed = pack_padded_sequence(emb.index_select(0, sorted_indices), lengths, batch_first=True)
+    return PackedSequence(packed.data, packed.batch_sizes, sorted_indices, unsorted_indices)
 
 
 class Encoder(nn.Module):
@@ -39,8 +54,7 @@ class Encoder(nn.Module):
         if src_lens is None:
             outputs, state = self.rnn(emb)
         else:
-            packed = pack_padded_sequence(emb, src_lens.cpu(), batch_first=True, enforce_sorted=False)
-            outputs, state = self.rnn(packed)
+            outputs, state = self.rnn(pack_by_length(emb, src_lens.cpu()))
             outputs, _ = pad_packed_sequence(outputs, batch_first=True, total_length=src.shape[1])
         return outputs, self._decoder_state(state)
 

@@ -6,6 +6,7 @@ import torch
 from torch import nn
 
 from nmt.config import ModelConfig
+from nmt.runtime import to_device
 from nmt.model.attention import sequence_mask
 from nmt.model.decoder import Decoder, DecoderState
 from nmt.model.encoder import Encoder
@@ -19,19 +20,22 @@ class Seq2Seq(nn.Module):
         self.decoder = decoder
 
     def encode(self, src: torch.Tensor, src_lens: torch.Tensor) -> DecoderState:
-        """src (batch, src_len), src_lens (batch,) -> the decoder's initial state."""
-        memory, hidden = self.encoder(src, src_lens)
-        return self.decoder.init_state(memory, hidden, sequence_mask(src_lens, src.shape[1]))
+        """src (batch, src_len), src_lens (batch,) on any device -> the decoder's initial state.
+
+        Lengths already on the host (training batches keep them there) cost no wait for the GPU."""
+        memory, hidden = self.encoder(src, src_lens.cpu())
+        src_mask = sequence_mask(to_device(src_lens, src.device), src.shape[1])
+        return self.decoder.init_state(memory, hidden, src_mask)
 
     def decode_step(self, prev_ids: torch.Tensor, state: DecoderState
                     ) -> tuple[torch.Tensor, DecoderState, torch.Tensor]:
         return self.decoder.decode_step(prev_ids, state)
 
     def forward(self, src: torch.Tensor, src_lens: torch.Tensor, tgt_in: torch.Tensor,
-                tgt_mask: torch.Tensor | None = None) -> torch.Tensor:
-        """Teacher forcing: -> logits (batch, tgt_len, tgt_vocab), or (num_true, tgt_vocab) for
-        the True positions of `tgt_mask` only."""
-        logits, _, _ = self.decoder(tgt_in, self.encode(src, src_lens), tgt_mask)
+                positions: torch.Tensor | None = None) -> torch.Tensor:
+        """Teacher forcing: -> logits (batch, tgt_len, tgt_vocab), or (len(positions), tgt_vocab)
+        for the flat (batch * tgt_len) `positions` only."""
+        logits, _, _ = self.decoder(tgt_in, self.encode(src, src_lens), positions)
         return logits
 
 

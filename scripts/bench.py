@@ -3,6 +3,16 @@
     python scripts/bench.py                      # default config, 2 threads, about 5 minutes
     python scripts/bench.py --json bench.json    # also write the figures as JSON
     python scripts/bench.py --model config       # nmt's default model with its options on
+    python scripts/bench.py --device cuda --config configs/gpu.yaml --model config   # the GPU section
+
+The figures name the machine they came from: the CPU model and the ISA flags that decide the
+precision (avx2, avx512f, avx512_bf16, amx), whether bf16 is native there (probed, not read from
+the flags alone), and the precision each figure ran in. Where bf16 is native, nmt's training is
+measured in fp32 as well, beside bf16; elsewhere in fp32 only (emulated bf16 is not worth a figure).
+
+With --device cuda, nmt alone is measured on the GPU (the seed reference is a CPU program): target
+tokens/s over the config's batches, peak GPU memory, the share of the timed steps the GPU spent
+running kernels (torch.profiler's kernel time over wall time), and greedy / beam 5 decoding.
 
 By default nmt trains seed 002's architecture at the config's sizes (the config's model options,
 bidirectional encoder, input feeding and tied embeddings, switched off), so that both sides
@@ -28,6 +38,7 @@ from __future__ import annotations
 import argparse
 import json
 import multiprocessing as mp
+import os
 import random
 import statistics
 import sys
@@ -42,6 +53,7 @@ sys.path.insert(0, str(REPO / "scripts"))
 
 
 SEED_DESIGN_OFF = ("bidirectional", "bridge", "input_feeding", "tie_embeddings")
+ISA_FLAGS = ("avx2", "avx512f", "avx512_bf16", "amx_tile", "amx_bf16")
 
 
 def _prepare(args):
@@ -62,41 +74,73 @@ def _prepare(args):
     return cfg, splits, src_vocab, tgt_vocab, examples
 
 
-def _windows(step_fn, batches, warmup: int, windows: int, window_steps: int) -> list[float]:
-    """Run warm-up steps, then time `windows` windows of `window_steps` steps; tokens/s each."""
+def _windows(step_fn, batches, warmup: int, windows: int, window_steps: int, sync=lambda: None) -> list[float]:
+    """Run warm-up steps, then time `windows` windows of `window_steps` steps; tokens/s each.
+    `sync` waits for the device, so a window's time includes the work it queued."""
     it = iter(batches)
     for _ in range(warmup):
         step_fn(next(it))
     rates = []
     for _ in range(windows):
+        sync()
         tokens, start = 0, time.perf_counter()
         for _ in range(window_steps):
             tokens += step_fn(next(it))
+        sync()
         rates.append(tokens / (time.perf_counter() - start))
     return rates
 
 
+def _training_batches(cfg, examples, pad_id: int, bos_id: int):
+    """Endless epochs of nmt's own batches (sentences or tokens per the config), shuffled."""
+    from nmt.data import bucket_batches, collate
+
+    rng = random.Random(0)
+    while True:
+        for indices in bucket_batches(examples, cfg.train.batch_size, rng, cfg.train.batch_tokens):
+            yield collate([examples[i] for i in indices], pad_id, bos_id)
+
+
 def measure_nmt_train(args) -> dict:
     from nmt import runtime
-    from nmt.data import iterate_batches
     from nmt.model import build_model
     from nmt.train import train_step
 
     cfg, _, src_vocab, tgt_vocab, examples = _prepare(args)
     runtime.configure(args.threads)
+    device = torch.device(args.device)
     torch.manual_seed(0)
-    model = build_model(cfg.model, src_vocab, tgt_vocab).train()
+    model = build_model(cfg.model, src_vocab, tgt_vocab).to(device).train()
     optimizer = torch.optim.Adam(model.parameters(), lr=cfg.train.lr, fused=True)
-    batches = iterate_batches(examples, cfg.train.batch_size, tgt_vocab.pad_id, tgt_vocab.bos_id,
-                              random.Random(0))
+    batches = _training_batches(cfg, examples, tgt_vocab.pad_id, tgt_vocab.bos_id)
 
     def step(batch) -> int:
-        train_step(model, batch, optimizer, cfg, tgt_vocab.pad_id)
+        train_step(model, batch.to(device), optimizer, cfg, tgt_vocab.pad_id)
         return batch.num_tokens
 
-    rates = _windows(step, batches, args.warmup, args.windows, args.window_steps)
-    return {"train_tok_s": statistics.median(rates), "train_windows": rates, "peak_rss_mb": runtime.peak_rss_mb(),
-            "precision": runtime.resolve_precision(cfg.train.precision, torch.device("cpu")), "flops_per_token": flops_per_token(cfg, examples, len(tgt_vocab))}
+    sync = torch.cuda.synchronize if device.type == "cuda" else (lambda: None)
+    rates = _windows(step, batches, args.warmup, args.windows, args.window_steps, sync)
+    result = {"train_tok_s": statistics.median(rates), "train_windows": rates, "peak_rss_mb": runtime.peak_rss_mb(),
+              "precision": cfg.train.precision, "flops_per_token": flops_per_token(cfg, examples, len(tgt_vocab))}
+    if device.type == "cuda":
+        result["gpu_peak_mem_mb"] = torch.cuda.max_memory_allocated(device) / 2**20
+        result["gpu_busy_share"] = _gpu_busy_share(lambda: step(next(batches)), args.window_steps)
+    return result
+
+
+def _gpu_busy_share(step_fn, steps: int) -> float:
+    """The share of the wall time of `steps` steps during which the GPU ran kernels."""
+    from torch.profiler import ProfilerActivity, profile
+
+    torch.cuda.synchronize()
+    with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
+        start = time.perf_counter()
+        for _ in range(steps):
+            step_fn()
+        torch.cuda.synchronize()
+        wall_us = (time.perf_counter() - start) * 1e6
+    kernel_us = sum(e.self_device_time_total for e in prof.key_averages() if e.device_type.name == "CUDA")
+    return kernel_us / wall_us
 
 
 def measure_seed_train(args) -> dict:
@@ -132,7 +176,7 @@ def measure_seed_train(args) -> dict:
 
 
 def _decode_inputs(args):
-    from nmt.evaluate import group_references
+    from nmt.metrics import group_references
 
     cfg, splits, src_vocab, tgt_vocab, _ = _prepare(args)
     sources, _ = group_references(splits.test)
@@ -146,9 +190,10 @@ def measure_nmt_decode(args) -> dict:
 
     cfg, sources, src_vocab, tgt_vocab = _decode_inputs(args)
     runtime.configure(args.threads)
+    device = torch.device(args.device)
     torch.manual_seed(0)
-    model = build_model(cfg.model, src_vocab, tgt_vocab).eval()
-    translator = Translator(model, src_vocab, tgt_vocab, cfg.decode, torch.device("cpu"))
+    model = build_model(cfg.model, src_vocab, tgt_vocab).to(device).eval()
+    translator = Translator(model, src_vocab, tgt_vocab, cfg.decode, device)
     translator.translate_tokens(sources[:64])  # warm-up
     result = {"decode_sentences": len(sources)}
     for key, beam_size in (("greedy", 1), ("beam5", 5)):
@@ -178,17 +223,28 @@ def measure_seed_decode(args) -> dict:
 
 
 def measure_gemm(args) -> dict:
+    from nmt import runtime
+
     torch.set_num_threads(args.threads)
+    device = torch.device(args.device)
+    shapes = [("gemm_gflops", torch.float32, (2048, 2048, 2048)),
+              ("gemm_gflops_output_shape", torch.float32, (640, 256, 17582))]
+    if runtime.fast_bf16(device):  # emulated bf16 runs ~150x slower than fp32: nothing to learn from it
+        shapes.append(("gemm_gflops_bf16", torch.bfloat16, (2048, 2048, 2048)))
     result = {}
-    for name, dtype, (m, k, n) in [("gemm_gflops", torch.float32, (2048, 2048, 2048)),
-                                   ("gemm_gflops_output_shape", torch.float32, (640, 256, 17582)),
-                                   ("gemm_gflops_bf16", torch.bfloat16, (2048, 2048, 2048))]:
-        a, b = torch.randn(m, k, dtype=dtype), torch.randn(k, n, dtype=dtype)
+    for name, dtype, (m, k, n) in shapes:
+        if device.type == "cuda":
+            m, k, n = 8 * m, 8 * k, n  # big enough to fill a GPU
+        a, b = torch.randn(m, k, dtype=dtype, device=device), torch.randn(k, n, dtype=dtype, device=device)
         for _ in range(3):
             a @ b
+        if device.type == "cuda":
+            torch.cuda.synchronize()
         reps, start = 10, time.perf_counter()
         for _ in range(reps):
             a @ b
+        if device.type == "cuda":
+            torch.cuda.synchronize()
         result[name] = 2 * m * k * n * reps / (time.perf_counter() - start) / 1e9
     return result
 
@@ -212,13 +268,39 @@ def _run(fn_name: str, args) -> dict:
         return pool.apply(globals()[fn_name], (args,))
 
 
+def machine(device: torch.device) -> dict:
+    """What the figures came from: the CPU (or GPU), the flags that decide precision, bf16 support."""
+    from nmt import runtime
+
+    flags = runtime.cpu_flags()
+    support = runtime.bf16_support(device)
+    info = {"cpu": runtime.cpu_name(), "cpu_flags": {f: f in flags for f in ISA_FLAGS},
+            "bf16_native": support.native, "bf16_reason": support.reason,
+            "onednn_max_cpu_isa": os.environ.get("ONEDNN_MAX_CPU_ISA"), "torch": torch.__version__}
+    if device.type == "cuda":
+        info["gpu"] = torch.cuda.get_device_name(device)
+    return info
+
+
+def _precisions(args, device: torch.device) -> list[str]:
+    """The training precisions to measure: the asked one, or bf16 and fp32 where bf16 is native."""
+    from nmt import runtime
+    from nmt.config import load_config
+
+    requested = args.precision or load_config(args.config).train.precision
+    if requested == "auto":
+        return ["bf16", "fp32"] if runtime.fast_bf16(device) else ["fp32"]
+    return [runtime.resolve_precision(requested, device)]  # an unavailable bf16 stops here, in one line
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--config", default=str(REPO / "configs/default.yaml"))
     parser.add_argument("--data", default=None, help="fra-eng.zip (default: as nmt finds it)")
+    parser.add_argument("--device", choices=("cpu", "cuda"), default="cpu")
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--precision", choices=("fp32", "bf16"), default=None,
-                        help="nmt's train.precision (default: the config's)")
+                        help="nmt's train.precision (default: the config's; auto measures bf16 and fp32 where bf16 is native)")
     parser.add_argument("--warmup", type=int, default=10)
     parser.add_argument("--windows", type=int, default=5)
     parser.add_argument("--window-steps", type=int, default=20)
@@ -228,33 +310,72 @@ def main() -> None:
     parser.add_argument("--json", type=Path, default=None)
     args = parser.parse_args()
 
-    results: dict = {"threads": args.threads, "config": args.config, "model": args.model, "torch": torch.__version__}
-    for name in ("measure_gemm", "measure_nmt_train", "measure_seed_train", "measure_nmt_decode",
-                 "measure_seed_decode"):
-        start = time.perf_counter()
-        results.update(_run(name, args))
-        print(f"[{name} took {time.perf_counter() - start:.0f} s]", file=sys.stderr)
-    results["train_speedup"] = results["train_tok_s"] / results["seed_train_tok_s"]
-    results["greedy_speedup"] = results["greedy_sent_s"] / results["seed_greedy_sent_s"]
-    results["compute_bound_share"] = results["train_tok_s"] * results["flops_per_token"] / (results["gemm_gflops"] * 1e9)
+    from nmt import runtime
+    from nmt.errors import NmtError
 
-    print(f"machine: fp32 GEMM {results['gemm_gflops']:.0f} GFLOP/s (2048^3), "
-          f"{results['gemm_gflops_output_shape']:.0f} at the output projection's shape, "
-          f"bf16 {results['gemm_gflops_bf16']:.0f}; {args.threads} threads; torch {torch.__version__}")
-    bound = ""
-    if args.model == "seed":  # the FLOP count is the seed architecture's
-        print(f"model: {results['flops_per_token'] / 1e6:.1f} MFLOP per trained target token")
-        bound = f" | {100 * results['compute_bound_share']:.0f}% of the fp32 GEMM bound"
-    print(f"train   nmt ({results['precision']}, {args.model} model) {results['train_tok_s']:8,.0f} tok/s | seed 002 "
-          f"{results['seed_train_tok_s']:8,.0f} tok/s | x{results['train_speedup']:.2f}{bound}")
-    print(f"greedy  nmt {results['greedy_sent_s']:8,.1f} sent/s | seed 002 {results['seed_greedy_sent_s']:8,.1f} sent/s"
-          f" | x{results['greedy_speedup']:.2f} ({results['decode_sentences']} test sentences)")
-    print(f"beam 5  nmt {results['beam5_sent_s']:8,.1f} sent/s (batched)")
-    print(f"memory  peak RSS while training: nmt {results['peak_rss_mb']:,.0f} MB | seed 002 "
-          f"{results['seed_peak_rss_mb']:,.0f} MB")
+    try:
+        device = runtime.resolve_device(args.device)
+        precisions = _precisions(args, device)
+    except NmtError as e:
+        sys.exit(f"error: {e}")
+    results: dict = {"threads": args.threads, "config": args.config, "model": args.model, "device": args.device,
+                     "machine": machine(device), "precisions": precisions}
+    steps = ["measure_gemm"] + [("measure_nmt_train", p) for p in precisions] + ["measure_nmt_decode"]
+    if device.type == "cpu":
+        steps += ["measure_seed_train", "measure_seed_decode"]
+    for step in steps:
+        name, precision = step if isinstance(step, tuple) else (step, None)
+        start = time.perf_counter()
+        figures = _run(name, argparse.Namespace(**{**vars(args), "precision": precision or args.precision}))
+        if precision is not None:
+            results.setdefault("train", {})[precision] = figures
+        else:
+            results.update(figures)
+        print(f"[{name}{f' {precision}' if precision else ''} took {time.perf_counter() - start:.0f} s]",
+              file=sys.stderr)
+    print_table(results, args)
     if args.json:
         args.json.write_text(json.dumps(results, indent=2) + "\n", encoding="utf-8")
         print(f"wrote {args.json}")
+
+
+def print_table(results: dict, args) -> None:
+    info = results["machine"]
+    flags = ", ".join(f for f, present in info["cpu_flags"].items() if present) or "none listed"
+    isa = f"; ONEDNN_MAX_CPU_ISA={info['onednn_max_cpu_isa']}" if info["onednn_max_cpu_isa"] else ""
+    print(f"cpu: {info['cpu']} | flags: {flags}{isa} | bf16 native: {'yes' if info['bf16_native'] else 'no'} "
+          f"({info['bf16_reason']})")
+    size = "2048^3" if args.device == "cpu" else "16384x16384x2048 on the GPU"
+    bf16 = f", bf16 {results['gemm_gflops_bf16']:.0f}" if "gemm_gflops_bf16" in results else ""
+    where = info.get("gpu", f"{args.threads} threads")
+    print(f"machine: fp32 GEMM {results['gemm_gflops']:.0f} GFLOP/s ({size}), "
+          f"{results['gemm_gflops_output_shape']:.0f} at the output projection's shape{bf16}; {where}; torch {info['torch']}")
+    first = results["train"][results["precisions"][0]]
+    if args.model == "seed":  # the FLOP count is the seed architecture's
+        print(f"model: {first['flops_per_token'] / 1e6:.1f} MFLOP per trained target token")
+    for precision, figures in results["train"].items():
+        line = f"train   nmt ({precision}, {args.model} model) {figures['train_tok_s']:8,.0f} tok/s"
+        if "seed_train_tok_s" in results:
+            speedup = figures["train_tok_s"] / results["seed_train_tok_s"]
+            figures["train_speedup"] = speedup
+            line += f" | seed 002 (fp32) {results['seed_train_tok_s']:8,.0f} tok/s | x{speedup:.2f}"
+            if args.model == "seed":
+                share = figures["train_tok_s"] * figures["flops_per_token"] / (results["gemm_gflops"] * 1e9)
+                line += f" | {100 * share:.0f}% of the fp32 GEMM bound"
+        if "gpu_busy_share" in figures:
+            line += (f" | GPU busy {100 * figures['gpu_busy_share']:.0f}% of the time | "
+                     f"peak GPU memory {figures['gpu_peak_mem_mb']:,.0f} MB")
+        print(line)
+    greedy = f"greedy  nmt (fp32) {results['greedy_sent_s']:8,.1f} sent/s"
+    if "seed_greedy_sent_s" in results:
+        results["greedy_speedup"] = results["greedy_sent_s"] / results["seed_greedy_sent_s"]
+        greedy += f" | seed 002 {results['seed_greedy_sent_s']:8,.1f} sent/s | x{results['greedy_speedup']:.2f}"
+    print(f"{greedy} ({results['decode_sentences']} test sentences)")
+    print(f"beam 5  nmt (fp32) {results['beam5_sent_s']:8,.1f} sent/s (batched)")
+    memory = " | ".join(f"nmt {p} {f['peak_rss_mb']:,.0f} MB" for p, f in results["train"].items())
+    if "seed_peak_rss_mb" in results:
+        memory += f" | seed 002 {results['seed_peak_rss_mb']:,.0f} MB"
+    print(f"memory  peak RSS while training: {memory}")
 
 
 if __name__ == "__main__":

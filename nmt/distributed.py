@@ -26,6 +26,7 @@ class World:
     rank: int = 0
     size: int = 1
     local_rank: int = 0
+    launched: bool = False  # started by torchrun: a process group exists, even for one process
 
     @property
     def is_main(self) -> bool:
@@ -34,7 +35,9 @@ class World:
 
     @property
     def distributed(self) -> bool:
-        return self.size > 1
+        """Under torchrun, also with one process: `torchrun --nproc_per_node=1` takes the same
+        path (process group, DDP, collectives) as N processes, so one GPU can check NCCL."""
+        return self.size > 1 or self.launched
 
 
 SINGLE = World()
@@ -45,10 +48,10 @@ def init(device_name: str) -> World:
     The device is checked first, in every world, so `--device cuda` without CUDA fails before
     a run directory is made."""
     cuda = runtime.resolve_device(device_name).type == "cuda"
-    size = int(os.environ.get("WORLD_SIZE", "1"))
-    if size == 1:
+    if "WORLD_SIZE" not in os.environ:
         return SINGLE
-    world = World(int(os.environ["RANK"]), size, int(os.environ.get("LOCAL_RANK", "0")))
+    world = World(int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"]), int(os.environ.get("LOCAL_RANK", "0")),
+                  launched=True)
     if cuda:
         if torch.cuda.device_count() <= world.local_rank:
             raise NmtError(f"local rank {world.local_rank} has no GPU ({torch.cuda.device_count()} visible); "

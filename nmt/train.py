@@ -222,6 +222,7 @@ class Trainer:
         with StopSignals() as signals:
             while self.epoch <= cfg.epochs:
                 batches = self._epoch_batches()
+                epoch_start, first_step = time.monotonic(), self.step
                 with self._progress_bar(len(batches)) as bar:
                     for indices in batches[self.batch_in_epoch:]:
                         self._train_batch(indices)
@@ -230,6 +231,7 @@ class Trainer:
                             self._log(bar)
                         if self._should_stop(signals):
                             return self._finish()
+                self._log_epoch_time(epoch_start, first_step)
                 self._next_epoch()
                 self.validate("epoch end", epoch=self.epoch - 1)
                 if self.patience_exhausted():
@@ -315,6 +317,13 @@ class Trainer:
         if cfg.save_every and self.step % cfg.save_every == 0:
             self.save()
         return False
+
+    def _log_epoch_time(self, start: float, first_step: int) -> None:
+        """The epoch's training time (validation excluded), once the GPU has done its work."""
+        if self.device.type == "cuda":
+            torch.cuda.synchronize(self.device)
+        seconds = time.monotonic() - start
+        logger.info("epoch %d: %d steps in %.1f s of training", self.epoch, self.step - first_step, seconds)
 
     def _next_epoch(self) -> None:
         self.epoch += 1

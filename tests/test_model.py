@@ -127,3 +127,38 @@ def test_projection_row_padding_keeps_the_logits():
     for rows in (1, 63, 64, 65, 130):
         hidden = torch.randn(rows, 16)
         assert torch.allclose(model.decoder.project(hidden), model.decoder.out(hidden), atol=1e-6)
+
+
+@variants
+def test_lstm_cells_path_equals_the_nn_lstm_path(options):
+    """The decoder's CUDA path (one fused LSTM cell per layer and step) computes what nn.LSTM does,
+    forward and backward; checked here on the CPU by forcing each path."""
+    model = _model(**options).train()  # dropout 0: both paths draw nothing
+    src, src_lens = torch.tensor([[5, 6, 7, 2], [8, 2, 0, 0]]), torch.tensor([4, 2])
+    tgt_in = torch.tensor([[1, 9, 10, 11], [1, 12, 0, 0]])
+    results = []
+    for use_cells in (False, True):
+        model.zero_grad()
+        model.decoder.use_cells = use_cells
+        logits = model(src, src_lens, tgt_in)
+        logits.logsumexp(-1).sum().backward()
+        results.append((logits.detach(), [p.grad.clone() for p in model.parameters()]))
+    model.decoder.use_cells = None
+    (plain, plain_grads), (cells, cell_grads) = results
+    assert torch.allclose(plain, cells, atol=1e-5)
+    for a, b in zip(plain_grads, cell_grads):
+        assert torch.allclose(a, b, atol=1e-5)
+
+
+def test_lstm_cells_path_applies_inter_layer_dropout_only_in_training():
+    from nmt.model.decoder import lstm_cells_step
+
+    rnn = torch.nn.LSTM(6, 8, num_layers=2, batch_first=True, dropout=0.5)
+    x, state = torch.randn(4, 6), (torch.randn(2, 4, 8), torch.randn(2, 4, 8))
+    rnn.eval()
+    expected, (h, c) = rnn(x.unsqueeze(1), state)
+    out, (h_cells, c_cells) = lstm_cells_step(rnn, x, state)
+    assert torch.allclose(out, expected.squeeze(1), atol=1e-6) and torch.allclose(c_cells, c, atol=1e-6)
+    rnn.train()  # the top layer's input is dropped out: its output changes, the first layer's does not
+    out, (h_train, _) = lstm_cells_step(rnn, x, state)
+    assert torch.allclose(h_train[0], h[0], atol=1e-6) and not torch.allclose(out, expected.squeeze(1))

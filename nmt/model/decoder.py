@@ -41,6 +41,27 @@ class DecoderState:
                             (h[:, index], c[:, index]), None if self.feed is None else self.feed[index])
 
 
+def lstm_cells_step(rnn: nn.LSTM, x: torch.Tensor, state: LSTMState) -> tuple[torch.Tensor, LSTMState]:
+    """One time step of a multi-layer `rnn` (its own weights), layer by layer with fused LSTM cells.
+
+    The same function as rnn(x.unsqueeze(1), state), inter-layer dropout included, for the
+    decoder's loop of one-step calls: on CUDA, a one-step cuDNN call spent ~0.9 ms of host time
+    forward and ~1.5 ms backward on its set-up (measured on an H100, half of each training step),
+    far more than the step's arithmetic. x (batch, input) -> top output (batch, hidden), (h, c).
+    """
+    h0, c0 = state
+    hs, cs = [], []
+    for layer in range(rnn.num_layers):
+        h, c = torch.lstm_cell(x, (h0[layer], c0[layer]), getattr(rnn, f"weight_ih_l{layer}"),
+                               getattr(rnn, f"weight_hh_l{layer}"), getattr(rnn, f"bias_ih_l{layer}"),
+                               getattr(rnn, f"bias_hh_l{layer}"))
+        hs.append(h)
+        cs.append(c)
+        last = layer == rnn.num_layers - 1
+        x = h if last or not rnn.dropout else F.dropout(h, rnn.dropout, rnn.training)
+    return x, (torch.stack(hs), torch.stack(cs))
+
+
 class Decoder(nn.Module):
     def __init__(self, vocab_size: int, embed_size: int, hidden_size: int, num_layers: int,
                  dropout: float = 0.0, attention: str = "additive", pad_id: int = 0,
@@ -57,6 +78,7 @@ class Decoder(nn.Module):
         self.out = nn.Linear(hidden_size, vocab_size)
         if tie_embeddings:
             self.out.weight = self.embedding.weight
+        self.use_cells: bool | None = None  # None: LSTM cells on CUDA, nn.LSTM elsewhere (see lstm_cells_step)
 
     def init_state(self, memory: torch.Tensor, hidden: LSTMState, src_mask: torch.Tensor) -> DecoderState:
         feed = None
@@ -72,8 +94,12 @@ class Decoder(nn.Module):
                                           prepared_keys=state.prepared_keys)
         context = context.squeeze(1)  # (batch, hidden)
         parts = (context, emb) if state.feed is None else (context, emb, state.feed)
-        output, hidden = self.rnn(torch.cat(parts, dim=-1).unsqueeze(1), state.hidden)
-        output = output.squeeze(1)
+        rnn_input = torch.cat(parts, dim=-1)  # (batch, context + embed [+ feed])
+        if self.use_cells if self.use_cells is not None else rnn_input.is_cuda:
+            output, hidden = lstm_cells_step(self.rnn, rnn_input, state.hidden)
+        else:
+            output, hidden = self.rnn(rnn_input.unsqueeze(1), state.hidden)
+            output = output.squeeze(1)
         feed = None
         if self.attentional is not None:
             output = feed = torch.tanh(self.attentional(torch.cat((output, context), dim=-1)))

@@ -12,17 +12,25 @@ from nmt.runtime import to_device
 LSTMState = tuple[torch.Tensor, torch.Tensor]
 
 
-def pack_by_length(emb: torch.Tensor, lengths: torch.Tensor) -> PackedSequence:
+def pack_by_length(emb: torch.Tensor, lengths: torch.Tensor) -> tuple[PackedSequence, torch.Tensor]:
     """pack_padded_sequence(emb, lengths, batch_first=True, enforce_sorted=False), step for step,
-    except that the sort order goes to the device without blocking: torch's own version copies
-    it with a blocking copy, which makes the host wait for the GPU once per batch.
-    `lengths` (batch,) must be on the host."""
+    except that nothing waits for the GPU: torch's own version copies the sort order with a
+    blocking copy, and its pad_packed_sequence reads it back to the host, once per batch each.
+    `lengths` (batch,) must be on the host. Returns the packed batch and the order that restores
+    the input's (apply it with `unpack`)."""
     lengths, sorted_indices = torch.sort(lengths, descending=True)
     unsorted_indices = torch.empty_like(sorted_indices)
     unsorted_indices[sorted_indices] = torch.arange(len(sorted_indices))
     sorted_indices, unsorted_indices = (to_device(i, emb.device) for i in (sorted_indices, unsorted_indices))
     packed = pack_padded_sequence(emb.index_select(0, sorted_indices), lengths, batch_first=True)
-    return PackedSequence(packed.data, packed.batch_sizes, sorted_indices, unsorted_indices)
+    return PackedSequence(packed.data, packed.batch_sizes, sorted_indices, unsorted_indices), unsorted_indices
+
+
+def unpack(packed: PackedSequence, unsorted_indices: torch.Tensor, total_length: int) -> torch.Tensor:
+    """pad_packed_sequence(packed, batch_first=True, total_length=...)[0] for `pack_by_length`'s output."""
+    sorted_order = PackedSequence(packed.data, packed.batch_sizes)  # no index: nothing to copy back
+    outputs, _ = pad_packed_sequence(sorted_order, batch_first=True, total_length=total_length)
+    return outputs.index_select(0, unsorted_indices)
 
 
 class Encoder(nn.Module):
@@ -54,8 +62,9 @@ class Encoder(nn.Module):
         if src_lens is None:
             outputs, state = self.rnn(emb)
         else:
-            outputs, state = self.rnn(pack_by_length(emb, src_lens.cpu()))
-            outputs, _ = pad_packed_sequence(outputs, batch_first=True, total_length=src.shape[1])
+            packed, unsorted_indices = pack_by_length(emb, src_lens.cpu())
+            outputs, state = self.rnn(packed)  # the final states come back in the input's order
+            outputs = unpack(outputs, unsorted_indices, src.shape[1])
         return outputs, self._decoder_state(state)
 
     def _decoder_state(self, state: LSTMState) -> LSTMState:

@@ -1,0 +1,85 @@
+"""Where a training step's time goes: torch.profiler over a few steps, the top operators by host
+time and by device time, and the step's wall time.
+
+    python scripts/profile_step.py --device cuda --config configs/gpu.yaml
+    python scripts/profile_step.py --set train.batch_tokens=0   # 64-sentence batches
+"""
+
+from __future__ import annotations
+
+import argparse
+import random
+import sys
+import time
+from pathlib import Path
+
+import torch
+from torch.profiler import ProfilerActivity, profile
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+
+from nmt import runtime  # noqa: E402
+from nmt.config import load_config  # noqa: E402
+from nmt.corpus import load_splits, resolve_corpus  # noqa: E402
+from nmt.data import bucket_batches, collate, encode_pairs  # noqa: E402
+from nmt.model import build_model  # noqa: E402
+from nmt.train import train_step  # noqa: E402
+from nmt.vocab import Vocab  # noqa: E402
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--config", default=str(REPO / "configs/default.yaml"))
+    parser.add_argument("--device", default="cpu")
+    parser.add_argument("--set", dest="overrides", action="append", default=[])
+    parser.add_argument("--steps", type=int, default=10)
+    parser.add_argument("--top", type=int, default=25, help="operators to list (0: only the step time)")
+    args = parser.parse_args()
+
+    device = runtime.resolve_device(args.device)
+    cfg = load_config(args.config, args.overrides + [f"train.device={device.type}"])
+    cfg = cfg.__class__(cfg.data, cfg.model, cfg.train.__class__(
+        **{**vars(cfg.train), "precision": runtime.resolve_precision(cfg.train.precision, device)}), cfg.decode)
+    splits = load_splits(resolve_corpus(None, cfg.data), cfg.data.num_pairs)
+    sv = Vocab.build((p.src for p in splits.train), cfg.data.min_freq)
+    tv = Vocab.build((p.tgt for p in splits.train), cfg.data.min_freq)
+    examples = encode_pairs(splits.train, sv, tv, cfg.data.max_len)
+    torch.manual_seed(0)
+    model = build_model(cfg.model, sv, tv).to(device).train()
+    optimizer = torch.optim.Adam(model.parameters(), lr=cfg.train.lr, fused=True)
+    order = bucket_batches(examples, cfg.train.batch_size, random.Random(0), cfg.train.batch_tokens)
+    batches = (collate([examples[i] for i in b], tv.pad_id, tv.bos_id) for b in order)
+    sync = torch.cuda.synchronize if device.type == "cuda" else (lambda: None)
+
+    def step() -> int:
+        batch = next(batches)
+        train_step(model, batch.to(device), optimizer, cfg, tv.pad_id)
+        return batch.num_tokens
+
+    for _ in range(10):  # warm-up
+        step()
+    sync()
+    start, tokens = time.perf_counter(), 0
+    for _ in range(args.steps):
+        tokens += step()
+    sync()
+    wall = time.perf_counter() - start
+    print(f"{cfg.train.precision}, batch {cfg.train.batch_tokens or cfg.train.batch_size} "
+          f"{'tokens' if cfg.train.batch_tokens else 'sentences'}: {1000 * wall / args.steps:.1f} ms a step, "
+          f"{tokens / wall:,.0f} target tok/s on {device}")
+    if not args.top:
+        return
+    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if device.type == "cuda" else [])
+    with profile(activities=activities) as prof:
+        for _ in range(args.steps):
+            step()
+        sync()
+    table = prof.key_averages()
+    print(table.table(sort_by="self_cpu_time_total", row_limit=args.top))
+    if device.type == "cuda":
+        print(table.table(sort_by="self_cuda_time_total", row_limit=args.top))
+
+
+if __name__ == "__main__":
+    main()

@@ -4,6 +4,7 @@
     python scripts/bench.py --json bench.json    # also write the figures as JSON
     python scripts/bench.py --model config       # nmt's default model with its options on
     python scripts/bench.py --device cuda --config configs/gpu.yaml --model config   # the GPU section
+    python scripts/bench.py --set train.batch_tokens=4000     # any config value, as nmt train --set
 
 The figures name the machine they came from: the CPU model and the ISA flags that decide the
 precision (avx2, avx512f, avx512_bf16, amx), whether bf16 is native there (probed, not read from
@@ -54,6 +55,9 @@ sys.path.insert(0, str(REPO / "scripts"))
 
 SEED_DESIGN_OFF = ("bidirectional", "bridge", "input_feeding", "tie_embeddings")
 ISA_FLAGS = ("avx2", "avx512f", "avx512_bf16", "amx_tile", "amx_bf16")
+# Settings that hold oneDNN, MKL and ATen's own kernels to an older instruction set (to see on an
+# AVX-512 machine what an AVX2-only CPU gets): the figures record them.
+ISA_CAPS = ("ONEDNN_MAX_CPU_ISA", "MKL_ENABLE_INSTRUCTIONS", "ATEN_CPU_CAPABILITY")
 
 
 def _prepare(args):
@@ -63,7 +67,7 @@ def _prepare(args):
     from nmt.vocab import Vocab
 
     torch.set_num_threads(args.threads)
-    overrides = [f"train.precision={args.precision}"] if args.precision else []
+    overrides = list(args.overrides) + ([f"train.precision={args.precision}"] if args.precision else [])
     if args.model == "seed":
         overrides += [f"model.{option}=false" for option in SEED_DESIGN_OFF]
     cfg = load_config(args.config, overrides)
@@ -276,7 +280,7 @@ def machine(device: torch.device) -> dict:
     support = runtime.bf16_support(device)
     info = {"cpu": runtime.cpu_name(), "cpu_flags": {f: f in flags for f in ISA_FLAGS},
             "bf16_native": support.native, "bf16_reason": support.reason,
-            "onednn_max_cpu_isa": os.environ.get("ONEDNN_MAX_CPU_ISA"), "torch": torch.__version__}
+            "isa_caps": {k: os.environ[k] for k in ISA_CAPS if k in os.environ}, "torch": torch.__version__}
     if device.type == "cuda":
         info["gpu"] = torch.cuda.get_device_name(device)
     return info
@@ -287,7 +291,7 @@ def _precisions(args, device: torch.device) -> list[str]:
     from nmt import runtime
     from nmt.config import load_config
 
-    requested = args.precision or load_config(args.config).train.precision
+    requested = args.precision or load_config(args.config, args.overrides).train.precision
     if requested == "auto":
         return ["bf16", "fp32"] if runtime.fast_bf16(device) else ["fp32"]
     return [runtime.resolve_precision(requested, device)]  # an unavailable bf16 stops here, in one line
@@ -307,6 +311,8 @@ def main() -> None:
     parser.add_argument("--decode-sentences", type=int, default=1000)
     parser.add_argument("--model", choices=("seed", "config"), default="seed",
                         help="seed: the seed's architecture at the config's sizes; config: the config's model")
+    parser.add_argument("--set", dest="overrides", action="append", default=[],
+                        help="override a config value, as nmt train --set does (repeatable)")
     parser.add_argument("--json", type=Path, default=None)
     args = parser.parse_args()
 
@@ -342,7 +348,7 @@ def main() -> None:
 def print_table(results: dict, args) -> None:
     info = results["machine"]
     flags = ", ".join(f for f, present in info["cpu_flags"].items() if present) or "none listed"
-    isa = f"; ONEDNN_MAX_CPU_ISA={info['onednn_max_cpu_isa']}" if info["onednn_max_cpu_isa"] else ""
+    isa = "".join(f"; {k}={v}" for k, v in info["isa_caps"].items())
     print(f"cpu: {info['cpu']} | flags: {flags}{isa} | bf16 native: {'yes' if info['bf16_native'] else 'no'} "
           f"({info['bf16_reason']})")
     size = "2048^3" if args.device == "cpu" else "16384x16384x2048 on the GPU"

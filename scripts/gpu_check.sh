@@ -9,7 +9,7 @@ cd "$(dirname "$0")/.."
 export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1
 PY=${PYTHON:-python3}
 OUT_DIR=${OUT_DIR:-runs/gpu-check}
-RUNS=${RUNS:-"4000:0.005 2000:0.0035"}
+RUNS=${RUNS:-"0:0.002 2000:0.0035 4000:0.005"}
 mkdir -p "$OUT_DIR"
 start=$SECONDS
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader
@@ -25,12 +25,12 @@ for run in $RUNS; do
     rm -rf "$dir"
     timeout ${EPOCH_TIMEOUT:-200} $PY -m nmt train configs/default.yaml --device cuda --max-minutes 0 --out "$dir" -q \
         --set train.epochs=1 --set train.batch_tokens="$tokens" --set train.lr="$lr" \
-        --set train.warmup_steps=$([ "$tokens" = 0 ] && echo 0 || echo 100) --set train.eval_every=0
+        --set train.warmup_steps=$([ "$tokens" = 0 ] && echo 0 || echo 100) --set train.eval_every=0 --set train.precision=${PRECISION:-fp32}
     echo "batch_tokens=$tokens lr=$lr: $(grep -o 'epoch 1: .*' "$dir/train.log") | $(grep -o 'validation at step.*' "$dir/train.log" | tail -1)"
 done
 
 echo "== benchmark, GPU section"
-timeout ${BENCH_TIMEOUT:-150} $PY scripts/bench.py --device cuda --config configs/gpu.yaml --model config \
+timeout ${BENCH_TIMEOUT:-150} $PY scripts/bench.py --device cuda --config configs/gpu.yaml --model config --decode-sentences 300 \
     --warmup 20 --windows 3 --window-steps 30 --json "$OUT_DIR/bench_cuda.json" 2>&1 | grep -v "^\["
 
 echo "== torchrun, one process, NCCL"

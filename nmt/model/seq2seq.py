@@ -6,10 +6,10 @@ import torch
 from torch import nn
 
 from nmt.config import ModelConfig
-from nmt.runtime import to_device
 from nmt.model.attention import sequence_mask
 from nmt.model.decoder import Decoder, DecoderState
 from nmt.model.encoder import Encoder
+from nmt.runtime import to_device
 from nmt.vocab import Vocab
 
 

@@ -202,7 +202,8 @@ class Trainer:
                       else (cfg.train.batch_size, "sentences"))
         logger.info("model: %s parameters on %s | batches of %s %s%s, %d an epoch",
                     f"{sum(p.numel() for p in self.model.parameters()):,}", self.device, f"{size:,}", unit,
-                    f" | {world.size} processes, global batch {world.size * size:,}" if world.distributed else "",
+                    f" | {world.size} process{'es' if world.size > 1 else ''}, global batch {world.size * size:,}"
+                    if world.distributed else "",
                     batches_per_epoch)
 
     # The loop -------------------------------------------------------------------------------

@@ -8,7 +8,6 @@ time and by device time, and the step's wall time.
 from __future__ import annotations
 
 import argparse
-import random
 import sys
 import time
 from pathlib import Path
@@ -18,14 +17,14 @@ from torch.profiler import ProfilerActivity, profile
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
+sys.path.insert(0, str(REPO / "scripts"))
+
+from bench import _prepare, _training_batches  # noqa: E402  (the benchmark's data and batches)
 
 from nmt import runtime  # noqa: E402
 from nmt.config import load_config  # noqa: E402
-from nmt.corpus import load_splits, resolve_corpus  # noqa: E402
-from nmt.data import bucket_batches, collate, encode_pairs  # noqa: E402
 from nmt.model import build_model  # noqa: E402
 from nmt.train import train_step  # noqa: E402
-from nmt.vocab import Vocab  # noqa: E402
 
 
 def main() -> None:
@@ -38,18 +37,15 @@ def main() -> None:
     args = parser.parse_args()
 
     device = runtime.resolve_device(args.device)
-    cfg = load_config(args.config, args.overrides + [f"train.device={device.type}"])
-    cfg = cfg.__class__(cfg.data, cfg.model, cfg.train.__class__(
-        **{**vars(cfg.train), "precision": runtime.resolve_precision(cfg.train.precision, device)}), cfg.decode)
-    splits = load_splits(resolve_corpus(None, cfg.data), cfg.data.num_pairs)
-    sv = Vocab.build((p.src for p in splits.train), cfg.data.min_freq)
-    tv = Vocab.build((p.tgt for p in splits.train), cfg.data.min_freq)
-    examples = encode_pairs(splits.train, sv, tv, cfg.data.max_len)
+    requested = load_config(args.config, args.overrides).train.precision
+    prepare_args = argparse.Namespace(config=args.config, data=None, threads=torch.get_num_threads(),
+                                      overrides=args.overrides, model="config",
+                                      precision=runtime.resolve_precision(requested, device))
+    cfg, _, sv, tv, examples = _prepare(prepare_args)
     torch.manual_seed(0)
     model = build_model(cfg.model, sv, tv).to(device).train()
     optimizer = torch.optim.Adam(model.parameters(), lr=cfg.train.lr, fused=True)
-    order = bucket_batches(examples, cfg.train.batch_size, random.Random(0), cfg.train.batch_tokens)
-    batches = (collate([examples[i] for i in b], tv.pad_id, tv.bos_id) for b in order)
+    batches = _training_batches(cfg, examples, tv.pad_id, tv.bos_id)
     sync = torch.cuda.synchronize if device.type == "cuda" else (lambda: None)
 
     def step() -> int:

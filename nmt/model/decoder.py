@@ -95,7 +95,8 @@ class Decoder(nn.Module):
         context = context.squeeze(1)  # (batch, hidden)
         parts = (context, emb) if state.feed is None else (context, emb, state.feed)
         rnn_input = torch.cat(parts, dim=-1)  # (batch, context + embed [+ feed])
-        if self.use_cells if self.use_cells is not None else rnn_input.is_cuda:
+        use_cells = rnn_input.is_cuda if self.use_cells is None else self.use_cells
+        if use_cells:
             output, hidden = lstm_cells_step(self.rnn, rnn_input, state.hidden)
         else:
             output, hidden = self.rnn(rnn_input.unsqueeze(1), state.hidden)

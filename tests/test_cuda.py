@@ -9,13 +9,11 @@ import sys
 import pytest
 import torch
 
-from nmt import checkpoint
 from nmt.checkpoint import load_model, save_checkpoint
 from nmt.config import config_from_dict
 from nmt.corpus import load_splits
 from nmt.metrics import group_references
 from nmt.model import build_model
-from nmt.stopping import StopSignals
 from nmt.train import Trainer, _LossWindow, train
 from nmt.translator import Translator
 from nmt.vocab import Vocab
@@ -111,7 +109,7 @@ def test_a_checkpoint_saved_from_cuda_tensors_loads_on_a_cpu(tmp_path, monkeypat
     if not torch.cuda.is_available():
         with pytest.raises(RuntimeError, match="CUDA"):  # the tag is real: an unmapped load fails here
             torch.load(tmp_path / "gpu.pt", weights_only=True)
-    loaded = checkpoint.load_model(tmp_path / "gpu.pt", torch.device("cpu"))
+    loaded = load_model(tmp_path / "gpu.pt", torch.device("cpu"))
     assert all(p.device.type == "cpu" for p in loaded.model.parameters())
     for name, tensor in model.state_dict().items():
         assert torch.equal(loaded.model.state_dict()[name], tensor), name

@@ -21,6 +21,7 @@ import torch
 from nmt.config import Config, config_from_dict
 from nmt.errors import CheckpointError, ConfigError
 from nmt.model import Seq2Seq, build_model
+from nmt.tokenizer import Tokenizer, load_tokenizer
 from nmt.vocab import Vocab
 
 logger = logging.getLogger(__name__)
@@ -122,6 +123,7 @@ class LoadedModel:
     tgt_vocab: Vocab
     path: Path
     state: dict[str, Any]
+    tokenizer: Tokenizer
 
 
 def newest_run(runs_dir: Path = RUNS_DIR, holding: str = BEST) -> Path:
@@ -164,7 +166,8 @@ def read_checkpoint(path: Path) -> dict[str, Any]:
 
 
 def load_model(checkpoint: str | Path | None, device: torch.device = torch.device("cpu")) -> LoadedModel:
-    """Rebuild the model from the checkpoint alone (its config and vocabularies travel inside it)."""
+    """Rebuild the model from the checkpoint (its config and vocabularies travel inside it) and,
+    for a subword model, the SentencePiece models beside it in its run directory."""
     path = resolve_checkpoint(checkpoint)
     state = read_checkpoint(path)
     try:
@@ -172,6 +175,7 @@ def load_model(checkpoint: str | Path | None, device: torch.device = torch.devic
         src_vocab, tgt_vocab = Vocab(state["src_vocab"]), Vocab(state["tgt_vocab"])
     except (ConfigError, ValueError) as e:
         raise CheckpointError(f"{path}: its config or vocabulary is invalid ({e})") from None
+    tokenizer = load_tokenizer(cfg.data.tokenizer, path.parent, src_vocab, tgt_vocab)
     model = build_model(cfg.model, src_vocab, tgt_vocab)
     try:
         model.load_state_dict(state["model"])
@@ -180,4 +184,4 @@ def load_model(checkpoint: str | Path | None, device: torch.device = torch.devic
         raise CheckpointError(f"{path}: weights do not fit the model in its config "
                               f"({detail[1].strip() if len(detail) > 1 else detail[0]})") from None
     model.to(device).eval()
-    return LoadedModel(model, cfg, src_vocab, tgt_vocab, path, state)
+    return LoadedModel(model, cfg, src_vocab, tgt_vocab, path, state, tokenizer)

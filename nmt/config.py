@@ -23,6 +23,8 @@ ATTENTION_TYPES = ("additive", "dot")
 DEVICES = ("auto", "cpu", "cuda")
 PRECISIONS = ("auto", "fp32", "bf16")
 LR_SCHEDULES = ("constant", "plateau", "linear")
+TOKENIZERS = ("word", "subword")
+SUBWORD_TYPES = ("unigram", "bpe")
 
 
 def _positive(section: str, **values: float) -> None:
@@ -44,10 +46,19 @@ class DataConfig:
     sha1: str = D2L_SHA1  # checksum of the downloaded zip
     num_pairs: int | None = None  # keep only the first N lines of the corpus (d2l's num_examples)
     max_len: int = 20  # tokens per side including <eos>; longer training pairs are dropped
-    min_freq: int = 2
+    min_freq: int = 2  # word tokenizer: rarer words are <unk>; also defines the rare-word test subset
+    tokenizer: str = "word"  # word (d2l: lowercased, whitespace) | subword (SentencePiece, cased)
+    vocab_size: int = 8000  # subword: pieces per language, learned from the training split
+    subword_type: str = "unigram"  # subword: SentencePiece's unigram or bpe
 
     def __post_init__(self) -> None:
-        _positive("data", min_freq=self.min_freq)
+        _positive("data", min_freq=self.min_freq, vocab_size=self.vocab_size)
+        if self.tokenizer not in TOKENIZERS:
+            raise ConfigError(f"Invalid setting for `data.tokenizer`: {self.tokenizer!r}. "
+                              f"Valid choices: {{{', '.join(TOKENIZERS)}}}")
+        if self.subword_type not in SUBWORD_TYPES:
+            raise ConfigError(f"Invalid setting for `data.subword_type`: {self.subword_type!r}. "
+                              f"Valid choices: {{{', '.join(SUBWORD_TYPES)}}}")
         if self.num_pairs is not None:
             _positive("data", num_pairs=self.num_pairs)
         if self.max_len < 2:

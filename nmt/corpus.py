@@ -96,8 +96,15 @@ def read_lines(path: Path) -> list[str]:
 
 @dataclass(frozen=True)
 class Pair:
-    src: list[str]
+    src: list[str]  # word tokens: d2l's lowercased, punctuation-split form
     tgt: list[str]
+    src_text: str = ""  # the corpus's own text, cased and untokenized
+    tgt_text: str = ""
+
+    @property
+    def raw(self) -> tuple[str, str]:
+        """The sentences as the corpus writes them (rebuilt from the tokens if not kept)."""
+        return self.src_text or " ".join(self.src), self.tgt_text or " ".join(self.tgt)
 
 
 def split_of(src_key: str) -> str:
@@ -125,13 +132,13 @@ def load_splits(path: Path, num_pairs: int | None = None) -> Splits:
     splits = Splits([], [], [])
     for line in lines:
         parts = line.split("\t")
-        src_text = TOKENIZER.preprocess(parts[0]) if len(parts) >= 2 else ""
+        src_key = TOKENIZER.preprocess(parts[0]) if len(parts) >= 2 else ""
         tgt = TOKENIZER.tokenize(parts[1]) if len(parts) >= 2 else []
-        src = src_text.split()
+        src = src_key.split()
         if not src or not tgt:
             splits.skipped += 1
             continue
-        getattr(splits, split_of(src_text)).append(Pair(src, tgt))
+        getattr(splits, split_of(src_key)).append(Pair(src, tgt, parts[0].strip(), parts[1].strip()))
     if splits.skipped:
         logger.warning("%s: skipped %d line(s) without a tab or with an empty side",
                        path, splits.skipped)

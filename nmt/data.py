@@ -10,6 +10,7 @@ import torch
 
 from nmt.corpus import Pair
 from nmt.runtime import to_device
+from nmt.tokenizer import Tokenizer
 from nmt.vocab import Vocab
 
 
@@ -39,13 +40,22 @@ class Example:
     tgt: list[int]  # ids + <eos>
 
 
+def pair_tokens(pairs: Sequence[Pair], tokenizer: Tokenizer | None) -> tuple[list[list[str]], list[list[str]]]:
+    """Both sides' tokens: the corpus's word tokens, or the tokenizer's pieces of the raw text."""
+    if tokenizer is None or tokenizer.kind == "word":
+        return [p.src for p in pairs], [p.tgt for p in pairs]
+    return (tokenizer.source_tokens([p.raw[0] for p in pairs]),
+            tokenizer.target_tokens([p.raw[1] for p in pairs]))
+
+
 def encode_pairs(pairs: Sequence[Pair], src_vocab: Vocab, tgt_vocab: Vocab,
-                 max_len: int | None = None) -> list[Example]:
-    """Encode pairs; with `max_len`, drop pairs whose either side (with <eos>) is longer."""
+                 max_len: int | None = None, tokenizer: Tokenizer | None = None) -> list[Example]:
+    """Encode pairs (word tokens unless a subword `tokenizer` is given); with `max_len`, drop pairs
+    whose either side (with <eos>) is longer."""
     examples = []
-    for pair in pairs:
-        src = src_vocab.encode(pair.src) + [src_vocab.eos_id]
-        tgt = tgt_vocab.encode(pair.tgt) + [tgt_vocab.eos_id]
+    for src_tokens, tgt_tokens in zip(*pair_tokens(pairs, tokenizer)):
+        src = src_vocab.encode(src_tokens) + [src_vocab.eos_id]
+        tgt = tgt_vocab.encode(tgt_tokens) + [tgt_vocab.eos_id]
         if max_len is None or (len(src) <= max_len and len(tgt) <= max_len):
             examples.append(Example(src, tgt))
     return examples

@@ -1,4 +1,8 @@
-"""BLEU and chrF with sacrebleu, one hypothesis per source against all of its references."""
+"""BLEU and chrF with sacrebleu, one hypothesis per source against all of its references.
+
+Two forms: standard sacreBLEU (13a, cased, detokenized output against the corpus's own
+sentences) and the legacy form of earlier results (lowercased, punctuation split off).
+"""
 
 from __future__ import annotations
 
@@ -20,12 +24,29 @@ class Scores:
         return f"BLEU {self.bleu:.2f} | chrF {self.chrf:.2f} | {self.signature}"
 
 
-def group_references(pairs: Sequence[Pair]) -> tuple[list[list[str]], list[list[str]]]:
-    """Unique source sentences (first-seen order) and all of each one's target sentences."""
-    refs: dict[tuple[str, ...], list[str]] = {}
+@dataclass
+class References:
+    """A split's unique sources (first-seen order; sources equal after d2l's preprocessing are
+    one) with all of each one's translations."""
+    sources: list[str]  # as the corpus writes them
+    source_words: list[list[str]]  # the word tokens, the grouping key
+    references: list[list[str]]  # as the corpus writes them
+    legacy_references: list[list[str]]  # lowercased and tokenized
+
+    def subset(self, keep: Sequence[bool]) -> References:
+        return References(*([x for x, k in zip(column, keep) if k] for column in
+                            (self.sources, self.source_words, self.references, self.legacy_references)))
+
+
+def group_references(pairs: Sequence[Pair]) -> References:
+    groups: dict[tuple[str, ...], tuple[str, list[str], list[str]]] = {}
     for pair in pairs:
-        refs.setdefault(tuple(pair.src), []).append(" ".join(pair.tgt))
-    return [list(src) for src in refs], list(refs.values())
+        src_text, tgt_text = pair.raw
+        _, refs, legacy = groups.setdefault(tuple(pair.src), (src_text, [], []))
+        refs.append(tgt_text)
+        legacy.append(" ".join(pair.tgt))
+    return References([g[0] for g in groups.values()], [list(key) for key in groups],
+                      [g[1] for g in groups.values()], [g[2] for g in groups.values()])
 
 
 def reference_streams(refs: Sequence[Sequence[str]]) -> list[list[str]]:
@@ -39,11 +60,11 @@ def reference_streams(refs: Sequence[Sequence[str]]) -> list[list[str]]:
     return [[r[k] if k < len(r) else r[0] for r in refs] for k in range(width)]
 
 
-def score(hyps: Sequence[str], refs: Sequence[Sequence[str]]) -> Scores:
+def score(hyps: Sequence[str], refs: Sequence[Sequence[str]], tokenized: bool = False) -> Scores:
+    """Corpus BLEU and chrF. `tokenized`: the legacy form, whose punctuation is split off on
+    purpose; force=True silences sacrebleu's "forgot to detokenize" warning for exactly that."""
     streams = reference_streams(refs)
-    # The text is nmt's preprocessed form (punctuation split off), which 13a leaves as it is;
-    # force=True silences sacrebleu's "forgot to detokenize" warning for exactly that reason.
-    bleu, chrf = BLEU(force=True), CHRF()
+    bleu, chrf = BLEU(force=tokenized), CHRF()
     bleu_score = bleu.corpus_score(list(hyps), streams)
     chrf_score = chrf.corpus_score(list(hyps), streams)
     return Scores(bleu_score.score, chrf_score.score, f"{bleu.get_signature()} | {chrf.get_signature()}")

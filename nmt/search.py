@@ -11,13 +11,15 @@ from nmt.model import Seq2Seq
 
 @torch.inference_mode()
 def greedy(model: Seq2Seq, src: torch.Tensor, src_lens: torch.Tensor, bos_id: int, eos_id: int,
-           max_lens: torch.Tensor, return_attention: bool = False
-           ) -> tuple[list[list[int]], list[torch.Tensor] | None]:
+           max_lens: torch.Tensor, return_attention: bool = False, banned_id: int | None = None,
+           scores: list[float] | None = None) -> tuple[list[list[int]], list[torch.Tensor] | None]:
     """Pick the most likely token at each step until <eos> or the row's length cap.
 
     src (batch, src_len), src_lens (batch,), max_lens (batch,) output caps, <eos> excluded.
     Returns the token ids of each row (no <bos>/<eos>) and, if asked, each row's attention
     weights (out_len, src_len). Finished rows leave the batch so they cost nothing.
+    `banned_id` is never produced (a subword model's <unk>). A `scores` list is filled with each
+    row's summed log-probability (<eos> included), at the cost of a log-softmax a step.
     """
     batch = src.shape[0]
     state = model.encode(src, src_lens)
@@ -26,15 +28,24 @@ def greedy(model: Seq2Seq, src: torch.Tensor, src_lens: torch.Tensor, bos_id: in
     outputs: list[list[int]] = [[] for _ in range(batch)]
     attention: list[list[torch.Tensor]] = [[] for _ in range(batch)]
     max_lens = max_lens.to(src.device)
+    if scores is not None:
+        scores[:] = [0.0] * batch
     for t in range(int(max_lens.max().item()) + 1):
         logits, state, weights = model.decode_step(prev, state)
+        if banned_id is not None:
+            logits[:, banned_id] = float("-inf")
         prev = logits.argmax(dim=-1)
         # A row stops at <eos>, or when it has produced its cap (the cap-th step may still say <eos>).
         done = (prev == eos_id) | (max_lens[alive] <= t)
         rows, tokens, done_list = alive.tolist(), prev.tolist(), done.tolist()
+        step_scores = (logits.float().log_softmax(-1).gather(1, prev[:, None]).squeeze(1).tolist()
+                       if scores is not None else None)
         for i, (row, token, finished) in enumerate(zip(rows, tokens, done_list)):
-            if return_attention and not (finished and token != eos_id):
+            kept = not (finished and token != eos_id)  # a token past the cap is not part of the output
+            if return_attention and kept:
                 attention[row].append(weights[i, : src_lens[i]].float().cpu())
+            if step_scores is not None and kept:
+                scores[row] += step_scores[i]
             if not finished:
                 outputs[row].append(token)
         if all(done_list):
@@ -45,6 +56,19 @@ def greedy(model: Seq2Seq, src: torch.Tensor, src_lens: torch.Tensor, bos_id: in
     if not return_attention:
         return outputs, None
     return outputs, [torch.stack(rows) if rows else torch.zeros(0, 0) for rows in attention]
+
+
+@torch.inference_mode()
+def forced_attention(model: Seq2Seq, src: torch.Tensor, src_len: int, bos_id: int, eos_id: int,
+                     output: list[int]) -> torch.Tensor:
+    """The attention weights (len(output) + 1, src_len) of one sentence while the decoder is fed
+    a given output (from any search), <eos> step included."""
+    state = model.encode(src, torch.tensor([src_len], device=src.device))
+    rows = []
+    for prev in [bos_id] + output:
+        _, state, weights = model.decode_step(torch.tensor([prev], device=src.device), state)
+        rows.append(weights[0, :src_len].float().cpu())
+    return torch.stack(rows)
 
 
 @dataclass(frozen=True)
@@ -82,8 +106,8 @@ def _finalize(finished: list[Hypothesis], nbest: int) -> list[Hypothesis]:
 
 @torch.inference_mode()
 def beam_search(model: Seq2Seq, src: torch.Tensor, src_lens: torch.Tensor, bos_id: int, eos_id: int,
-                max_lens: torch.Tensor, beam_size: int, length_penalty: float = 1.0, nbest: int = 1
-                ) -> list[list[Hypothesis]]:
+                max_lens: torch.Tensor, beam_size: int, length_penalty: float = 1.0, nbest: int = 1,
+                banned_id: int | None = None) -> list[list[Hypothesis]]:
     """Batched beam search: k hypotheses for every sentence advance together, one decoder call a step.
 
     A sentence ends once k of its hypotheses have produced <eos> among its k best candidates,
@@ -101,6 +125,8 @@ def beam_search(model: Seq2Seq, src: torch.Tensor, src_lens: torch.Tensor, bos_i
     max_lens = max_lens.to(device)
     for t in range(int(max_lens.max().item()) + 1):
         logits, state, _ = model.decode_step(prev, state)
+        if banned_id is not None:
+            logits[:, banned_id] = float("-inf")
         forced = max_lens[alive] <= t
         top_scores, top_beams, top_tokens = _expand(scores, logits, forced, eos_id, k)
         next_scores, next_rows, next_tokens, keep = [], [], [], []

@@ -1,18 +1,40 @@
-"""The tokenizer: d2l's preprocessing, then whitespace splitting.
+"""Tokenizers: text <-> the tokens the vocabularies number, in two kinds.
 
-It is one named component so that a subword tokenizer can replace it later without touching the
-data pipeline, the model or the search.
+- `word`: d2l's preprocessing (lowercase, punctuation split off) and whitespace splitting; the
+  seed's design, kept for `configs/d2l.yaml`. Unseen words become <unk>.
+- `subword`: a SentencePiece model per language, learned from the training split alone, on
+  cased, untokenized text. Byte fallback spells any character it has no piece for, so no input
+  ever becomes <unk>; the pieces decode back to plain text with the corpus's spacing.
+
+Both present the same face to the data pipeline, the translator and the evaluation.
 """
 
 from __future__ import annotations
 
+import io
 import re
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+from typing import Protocol
+
+import sentencepiece as spm
+
+from nmt.errors import CheckpointError, ConfigError
+from nmt.vocab import BOS, EOS, PAD, UNK, Vocab
 
 # d2l's `no_space` rule: a space goes before , . ! ? unless the previous character already is one.
 _PUNCT_WITHOUT_SPACE = re.compile(r"(?<=[^ ])([,.!?])")
+# English puts no space before these: "Go ." is someone's pre-tokenized "Go.".
+_SPACE_BEFORE_PUNCT = re.compile(r"\s+([,.!?;:])")
+# French output of the word model: , and . attach to the word before; ! ? ; : keep their space.
+_FRENCH_ATTACHED = re.compile(r" ([,.)])")
+_FRENCH_OPENING = re.compile(r"([(]) ")
 
 
 class WhitespaceTokenizer:
+    """d2l's preprocessing, then whitespace splitting: also the legacy (lowercased, tokenized)
+    form that the old BLEU figures were computed on."""
+
     name = "whitespace"
 
     @staticmethod
@@ -29,3 +51,128 @@ class WhitespaceTokenizer:
 
 
 TOKENIZER = WhitespaceTokenizer()
+
+
+def legacy_form(text: str) -> str:
+    """Lowercased and tokenized as the word model writes: what the legacy BLEU compares."""
+    return " ".join(TOKENIZER.tokenize(text))
+
+
+def english_source(text: str) -> str:
+    """The input as English writes it, whatever spacing it came with ("Go ." -> "Go.")."""
+    return _SPACE_BEFORE_PUNCT.sub(r"\1", " ".join(text.split()))
+
+
+def french_text(tokens: Sequence[str]) -> str:
+    """Word-model output as a French sentence: punctuation spacing, a capital first letter."""
+    text = _FRENCH_OPENING.sub(r"\1", _FRENCH_ATTACHED.sub(r"\1", " ".join(tokens)))
+    return text[:1].upper() + text[1:]
+
+
+class Tokenizer(Protocol):
+    kind: str
+    ban_unk: bool  # decoding never emits <unk>: it is no training target, so it is banned outright
+
+    def source_tokens(self, texts: Sequence[str]) -> list[list[str]]: ...
+    def target_tokens(self, texts: Sequence[str]) -> list[list[str]]: ...
+    def target_text(self, tokens: Sequence[str]) -> str: ...
+    def legacy_text(self, tokens: Sequence[str]) -> str: ...
+    def save(self, run_dir: Path) -> None: ...
+
+
+class WordTokenizer:
+    kind, ban_unk = "word", False
+
+    def source_tokens(self, texts: Sequence[str]) -> list[list[str]]:
+        return [TOKENIZER.tokenize(t) for t in texts]
+
+    target_tokens = source_tokens
+
+    def target_text(self, tokens: Sequence[str]) -> str:
+        return french_text(tokens)
+
+    def legacy_text(self, tokens: Sequence[str]) -> str:
+        return " ".join(tokens)
+
+    def save(self, run_dir: Path) -> None:
+        """The word vocabularies travel in the checkpoint; nothing else to keep."""
+
+
+SUBWORD_FILES = ("src.spm.model", "tgt.spm.model")
+
+
+def train_sentencepiece(texts: Iterable[str], vocab_size: int, model_type: str) -> bytes:
+    """A SentencePiece model (serialized) whose ids 0-3 are nmt's <pad> <bos> <eos> <unk>, so its
+    piece list is the vocabulary as it stands."""
+    model = io.BytesIO()
+    try:
+        spm.SentencePieceTrainer.train(
+            sentence_iterator=iter(texts), model_writer=model, vocab_size=vocab_size, model_type=model_type,
+            character_coverage=1.0, byte_fallback=True, num_threads=2,
+            pad_id=0, bos_id=1, eos_id=2, unk_id=3, pad_piece=PAD, bos_piece=BOS, eos_piece=EOS, unk_piece=UNK,
+            hard_vocab_limit=False, minloglevel=2)
+    except RuntimeError as e:  # e.g. fewer pieces than the corpus has characters (+ 256 bytes)
+        detail = str(e).strip().splitlines()[-1].split("] ", 1)[-1]
+        raise ConfigError(f"data.vocab_size={vocab_size}: SentencePiece cannot learn this vocabulary "
+                          f"({detail[:200]})") from None
+    return model.getvalue()
+
+
+class SubwordTokenizer:
+    kind, ban_unk = "subword", True
+
+    def __init__(self, src_model: bytes, tgt_model: bytes):
+        self.models = (src_model, tgt_model)
+        self.src = spm.SentencePieceProcessor(model_proto=src_model)
+        self.tgt = spm.SentencePieceProcessor(model_proto=tgt_model)
+
+    @classmethod
+    def train(cls, src_texts: Sequence[str], tgt_texts: Sequence[str], vocab_size: int,
+              model_type: str) -> SubwordTokenizer:
+        return cls(train_sentencepiece((english_source(t) for t in src_texts), vocab_size, model_type),
+                   train_sentencepiece(tgt_texts, vocab_size, model_type))
+
+    def vocabularies(self) -> tuple[Vocab, Vocab]:
+        return tuple(Vocab([p.id_to_piece(i) for i in range(p.get_piece_size())])  # type: ignore[return-value]
+                     for p in (self.src, self.tgt))
+
+    def source_tokens(self, texts: Sequence[str]) -> list[list[str]]:
+        return self.src.encode([english_source(t) for t in texts], out_type=str)
+
+    def target_tokens(self, texts: Sequence[str]) -> list[list[str]]:
+        return self.tgt.encode(list(texts), out_type=str)
+
+    def target_text(self, tokens: Sequence[str]) -> str:
+        return self.tgt.decode_pieces(list(tokens))
+
+    def legacy_text(self, tokens: Sequence[str]) -> str:
+        return legacy_form(self.target_text(tokens))
+
+    def save(self, run_dir: Path) -> None:
+        for name, model in zip(SUBWORD_FILES, self.models):
+            (run_dir / name).write_bytes(model)
+
+    @classmethod
+    def load(cls, run_dir: Path) -> SubwordTokenizer:
+        paths = [run_dir / name for name in SUBWORD_FILES]
+        missing = [str(p) for p in paths if not p.is_file()]
+        if missing:
+            raise CheckpointError(f"{missing[0]}: the subword model is missing from the run directory; "
+                                  f"copy the run directory whole (the checkpoint needs its *.spm.model files)")
+        try:
+            return cls(*(p.read_bytes() for p in paths))
+        except (RuntimeError, OSError) as e:
+            raise CheckpointError(f"{run_dir}: cannot read its subword models ({str(e).strip()[:200]})") from None
+
+
+def load_tokenizer(kind: str, run_dir: Path, src_vocab: Vocab, tgt_vocab: Vocab) -> Tokenizer:
+    """The tokenizer a checkpoint was trained with, checked against its vocabularies."""
+    if kind == "word":
+        return WordTokenizer()
+    tokenizer = SubwordTokenizer.load(run_dir)
+    for side, built, stored in zip(("source", "target"), tokenizer.vocabularies(), (src_vocab, tgt_vocab)):
+        if built != stored:
+            raise CheckpointError(f"{run_dir}: the {side} subword model does not match the checkpoint's "
+                                  f"vocabulary ({len(built)} vs {len(stored)} entries); the run directory "
+                                  f"mixes files of different runs")
+    return tokenizer

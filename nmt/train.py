@@ -20,14 +20,15 @@ from tqdm import tqdm
 from nmt import distributed, runtime
 from nmt.checkpoint import BEST, RUNS_DIR, checkpoint_state, publish, save_rotating
 from nmt.config import Config
-from nmt.corpus import load_splits, resolve_corpus
+from nmt.corpus import Splits, load_splits, resolve_corpus
 from nmt.data import Batch, Example, collate, encode_pairs
 from nmt.errors import NmtError
 from nmt.loss import batch_loss, validation_loss
-from nmt.metrics import Scores, group_references, score
+from nmt.metrics import References, Scores, group_references, score
 from nmt.model import Seq2Seq, build_model
 from nmt.schedule import LRSchedule
 from nmt.stopping import Budget, StopSignals, TrainingInterrupted
+from nmt.tokenizer import SubwordTokenizer, Tokenizer, WordTokenizer, load_tokenizer
 from nmt.translator import Translator
 from nmt.visualize import plot_curves
 from nmt.vocab import Vocab
@@ -82,18 +83,21 @@ def train_step(model: torch.nn.Module, batch: Batch, optimizer: torch.optim.Opti
 
 @dataclass
 class Validator:
-    """Validation loss on the whole valid split, greedy BLEU on a fixed subset of its sources."""
+    """Validation loss on the whole valid split, greedy BLEU on a fixed subset of its sources:
+    legacy (lowercased, tokenized; what best.pt is chosen by, as in earlier runs) and standard."""
     examples: list[Example]
-    sources: list[list[str]]
-    references: list[list[str]]
+    references: References
 
     def __call__(self, model: Seq2Seq, translator: Translator, batch_size: int, pad_id: int, bos_id: int,
-                 device: torch.device) -> tuple[float, Scores]:
+                 device: torch.device) -> tuple[float, Scores, Scores]:
         model.eval()
         loss = validation_loss(model, self.examples, batch_size, pad_id, bos_id, device)
-        hyps = [" ".join(t) for t in translator.translate_tokens(self.sources)]
+        outputs = translator.translate_tokens(translator.tokenizer.source_tokens(self.references.sources))
         model.train()
-        return loss, score(hyps, self.references)
+        tokenizer = translator.tokenizer
+        legacy = score([tokenizer.legacy_text(t) for t in outputs], self.references.legacy_references, tokenized=True)
+        standard = score([tokenizer.target_text(t) for t in outputs], self.references.references)
+        return loss, legacy, standard
 
 
 def _truncate_metrics(path: Path, step: int) -> None:
@@ -160,26 +164,47 @@ class Trainer:
         corpus = resolve_corpus(data_path, cfg.data)
         splits = load_splits(corpus, cfg.data.num_pairs)
         logger.info("corpus %s: %s", corpus, splits.sizes())
-        if resume is None:  # every rank builds the same vocabularies from the same data
-            self.src_vocab = Vocab.build((p.src for p in splits.train), cfg.data.min_freq)
-            self.tgt_vocab = Vocab.build((p.tgt for p in splits.train), cfg.data.min_freq)
+        if resume is None:
+            self.tokenizer, self.src_vocab, self.tgt_vocab = self._build_vocabularies(splits)
             if self.world.is_main:
+                self.tokenizer.save(self.out_dir)
                 self.src_vocab.save(self.out_dir / "src_vocab.txt")
                 self.tgt_vocab.save(self.out_dir / "tgt_vocab.txt")
                 (self.out_dir / "config.yaml").write_text(yaml.safe_dump(cfg.to_dict(), sort_keys=False),
                                                           encoding="utf-8")
         else:
             self.src_vocab, self.tgt_vocab = Vocab(resume["src_vocab"]), Vocab(resume["tgt_vocab"])
-        self.train_examples = encode_pairs(splits.train, self.src_vocab, self.tgt_vocab, cfg.data.max_len)
+            self.tokenizer = load_tokenizer(cfg.data.tokenizer, self.out_dir, self.src_vocab, self.tgt_vocab)
+        self.train_examples = encode_pairs(splits.train, self.src_vocab, self.tgt_vocab, cfg.data.max_len,
+                                           self.tokenizer)
         if not self.train_examples:
             raise NmtError(f"no training pair fits data.max_len={cfg.data.max_len}; raise it")
-        logger.info("vocab: %d English, %d French types | %d training pairs within data.max_len=%d",
-                    len(self.src_vocab), len(self.tgt_vocab), len(self.train_examples), cfg.data.max_len)
-        val_sources, val_refs = group_references(splits.valid)
+        logger.info("vocab (%s): %d English, %d French types | %d training pairs within data.max_len=%d",
+                    cfg.data.tokenizer, len(self.src_vocab), len(self.tgt_vocab), len(self.train_examples),
+                    cfg.data.max_len)
+        references = group_references(splits.valid)
         # Every k-th source: the corpus is sorted by length, so the first n would be the shortest.
-        every = max(1, math.ceil(len(val_sources) / cfg.train.val_bleu_sentences))
-        self.validator = Validator(encode_pairs(splits.valid, self.src_vocab, self.tgt_vocab),
-                                   val_sources[::every], val_refs[::every])
+        every = max(1, math.ceil(len(references.sources) / cfg.train.val_bleu_sentences))
+        self.validator = Validator(encode_pairs(splits.valid, self.src_vocab, self.tgt_vocab, tokenizer=self.tokenizer),
+                                   references.subset([i % every == 0 for i in range(len(references.sources))]))
+
+    def _build_vocabularies(self, splits: Splits) -> tuple[Tokenizer, Vocab, Vocab]:
+        """From the training split alone. Word vocabularies: every rank counts the same data.
+        Subword models: rank 0 learns them and hands the others the bytes."""
+        data = self.cfg.data
+        if data.tokenizer == "word":
+            return (WordTokenizer(), Vocab.build((p.src for p in splits.train), data.min_freq),
+                    Vocab.build((p.tgt for p in splits.train), data.min_freq))
+        models = None
+        if self.world.is_main:
+            start = time.monotonic()
+            tokenizer = SubwordTokenizer.train([p.raw[0] for p in splits.train], [p.raw[1] for p in splits.train],
+                                               data.vocab_size, data.subword_type)
+            logger.info("subword models (SentencePiece %s, %d pieces a side) learned in %.1f s",
+                        data.subword_type, data.vocab_size, time.monotonic() - start)
+            models = tokenizer.models
+        tokenizer = SubwordTokenizer(*distributed.from_main(models, self.world))
+        return (tokenizer, *tokenizer.vocabularies())
 
     def _build_model(self) -> None:
         cfg, world = self.cfg, self.world
@@ -197,7 +222,8 @@ class Trainer:
         batches_per_epoch = len(distributed.epoch_shard(self.train_examples, cfg.train.batch_size, None, world,
                                                         cfg.train.batch_tokens))
         self.total_steps = cfg.train.epochs * batches_per_epoch
-        self.translator = Translator(self.model, self.src_vocab, self.tgt_vocab, cfg.decode, self.device)
+        self.translator = Translator(self.model, self.src_vocab, self.tgt_vocab, cfg.decode, self.device,
+                                     self.tokenizer)
         size, unit = ((cfg.train.batch_tokens, "padded target tokens") if cfg.train.batch_tokens
                       else (cfg.train.batch_size, "sentences"))
         logger.info("model: %s parameters on %s | batches of %s %s%s, %d an epoch",
@@ -351,12 +377,13 @@ class Trainer:
             vocab = self.tgt_vocab
             result = self.validator(self.model, self.translator, self.cfg.decode.batch_size,
                                     vocab.pad_id, vocab.bos_id, self.device)
-        val_loss, scores = distributed.from_main(result, self.world)
+        val_loss, scores, standard = distributed.from_main(result, self.world)
         train_loss = float(self.train_loss_sum) / max(self.train_tokens, 1)
         self.train_loss_sum, self.train_tokens = 0.0, 0
         record = {"step": self.step, "epoch": epoch, "train_loss": round(train_loss, 4), "val_loss": round(val_loss, 4),
                   "val_ppl": round(math.exp(min(val_loss, 50)), 2), "val_bleu": round(scores.bleu, 2),
-                  "val_chrf": round(scores.chrf, 2), "elapsed_s": round(self.budget.elapsed(), 1),
+                  "val_chrf": round(scores.chrf, 2), "val_sacrebleu": round(standard.bleu, 2),
+                  "elapsed_s": round(self.budget.elapsed(), 1),
                   "lr": self.optimizer.param_groups[0]["lr"], "peak_rss_mb": round(runtime.peak_rss_mb()), "at": reason}
         if self.world.is_main:
             with open(self.out_dir / "metrics.jsonl", "a", encoding="utf-8") as f:
@@ -370,8 +397,9 @@ class Trainer:
         path = self.save()
         if improved and path is not None:
             publish(path, self.out_dir / BEST)
-        logger.info("validation at step %d (epoch %d): loss %.3f | ppl %.1f | BLEU %.2f | chrF %.2f%s",
-                    self.step, epoch, val_loss, record["val_ppl"], scores.bleu, scores.chrf,
+        logger.info("validation at step %d (epoch %d): loss %.3f | ppl %.1f | BLEU %.2f | chrF %.2f "
+                    "(lowercased, tokenized) | sacreBLEU %.2f%s",
+                    self.step, epoch, val_loss, record["val_ppl"], scores.bleu, scores.chrf, standard.bleu,
                     " | new best" if improved else "")
 
     def patience_exhausted(self) -> bool:

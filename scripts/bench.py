@@ -19,6 +19,9 @@ By default nmt trains seed 002's architecture at the config's sizes (the config'
 bidirectional encoder, input feeding and tied embeddings, switched off), so that both sides
 train the same model; `--model config` measures the config's model as it is.
 
+Both sides use the seed's units, d2l's word vocabulary and pairs of up to 20 word tokens, whatever
+tokenizer the config names (--set data.tokenizer=... or data.max_len=... change that).
+
 Each measurement runs in a fresh process (so peak memory is its own) on the same training
 sentences, model sizes and thread count:
   train_tok_s / seed_train_tok_s   target tokens/s (non-pad, <eos> included), median of windows
@@ -67,7 +70,8 @@ def _prepare(args):
     from nmt.vocab import Vocab
 
     torch.set_num_threads(args.threads)
-    overrides = list(args.overrides) + ([f"train.precision={args.precision}"] if args.precision else [])
+    overrides = ["data.tokenizer=word", "data.max_len=20", *args.overrides] + (
+        [f"train.precision={args.precision}"] if args.precision else [])
     if args.model == "seed":
         overrides += [f"model.{option}=false" for option in SEED_DESIGN_OFF]
     cfg = load_config(args.config, overrides)
@@ -183,7 +187,7 @@ def _decode_inputs(args):
     from nmt.metrics import group_references
 
     cfg, splits, src_vocab, tgt_vocab, _ = _prepare(args)
-    sources, _ = group_references(splits.test)
+    sources = group_references(splits.test).source_words
     return cfg, sources[: args.decode_sentences], src_vocab, tgt_vocab
 
 

@@ -74,7 +74,9 @@ def test_translate_arguments_file_and_stdin(trained, tmp_path):
 
 def test_tiny_model_learned_the_toy_language(trained):
     result = invoke("translate", "I see a cat.", "She has the house.", "-c", trained["run"])
-    assert result.stdout.splitlines() == ["je vois un chat .", "elle ai la maison ."]
+    assert result.stdout.splitlines() == ["Je vois un chat.", "Elle ai la maison."]
+    tokenized = invoke("translate", "I see a cat.", "She has the house .", "-c", trained["run"], "--tokenized")
+    assert tokenized.stdout.splitlines() == ["je vois un chat .", "elle ai la maison ."]
 
 
 def test_eval_bleu_prints_scores_and_writes_hypotheses(trained):
@@ -208,7 +210,7 @@ def test_attention_outputs(trained, tmp_path):
     result = invoke("translate", "I see a cat.", "-c", trained["run"], "--plot", png, "--show-attention")
     assert result.exit_code == 0, result.output
     lines = result.stdout.splitlines()
-    assert lines[0] == "je vois un chat ."
+    assert lines[0] == "Je vois un chat."
     assert lines[1].split() == ["i", "see", "a", "cat", ".", "<eos>"]  # the table's header: source tokens
     assert [row.split()[0] for row in lines[2:]] == ["je", "vois", "un", "chat", ".", "<eos>"]
     for row in lines[2:]:
@@ -241,10 +243,10 @@ def test_pipe_is_answered_line_by_line(trained):
     try:
         proc.stdin.write("I see a cat.\n")
         proc.stdin.flush()
-        assert proc.stdout.readline() == "je vois un chat .\n"  # answered while stdin is still open
+        assert proc.stdout.readline() == "Je vois un chat.\n"  # answered while stdin is still open
         proc.stdin.write("She has the house.\n")
         proc.stdin.flush()
-        assert proc.stdout.readline() == "elle ai la maison .\n"
+        assert proc.stdout.readline() == "Elle ai la maison.\n"
     finally:
         proc.stdin.close()
         proc.wait(timeout=60)
@@ -272,7 +274,7 @@ def test_interactive_prompt_on_a_terminal(trained):
     try:
         assert b"en> " in read_until(b"en> ")
         os.write(main_fd, b"I see a cat.\n")
-        assert b"je vois un chat ." in read_until(b"je vois un chat .")
+        assert b"Je vois un chat." in read_until(b"Je vois un chat.")
         read_until(b"en> ")
         os.write(main_fd, b"\n")  # an empty line ends the session
         assert proc.wait(timeout=60) == 0
@@ -296,5 +298,5 @@ def test_file_input_is_streamed_in_chunks(trained, tmp_path, monkeypatch):
     path.write_text("I see a cat.\n" * 1100, encoding="utf-8")
     result = invoke("translate", "-i", path, "-c", trained["run"])  # decode.batch_size 32: chunks of 512
     assert result.exit_code == 0
-    assert result.stdout.splitlines() == ["je vois un chat ."] * 1100
+    assert result.stdout.splitlines() == ["Je vois un chat."] * 1100
     assert seen == [512, 512, 76]

@@ -61,7 +61,7 @@ def test_a_training_step_on_cuda_never_waits_for_the_gpu(toy_zip, tmp_path):
 
 
 def _toy_sources(toy_zip):
-    sources, _ = group_references(load_splits(toy_zip).train)
+    sources = group_references(load_splits(toy_zip).train).source_words
     return sources[:200]
 
 

@@ -5,11 +5,21 @@ from nmt.metrics import group_references, reference_streams, score
 
 
 def test_group_references_collects_every_translation():
-    pairs = [Pair(["go", "."], ["va", "!"]), Pair(["hi", "."], ["salut", "."]),
-             Pair(["go", "."], ["marche", "."]), Pair(["go", "."], ["bouge", "!"])]
-    sources, refs = group_references(pairs)
-    assert sources == [["go", "."], ["hi", "."]]
-    assert refs == [["va !", "marche .", "bouge !"], ["salut ."]]
+    pairs = [Pair(["go", "."], ["va", "!"], "Go.", "Va !"), Pair(["hi", "."], ["salut", "."], "Hi.", "Salut."),
+             Pair(["go", "."], ["marche", "."], "Go .", "Marche."), Pair(["go", "."], ["bouge", "!"], "go.", "Bouge !")]
+    refs = group_references(pairs)
+    assert refs.sources == ["Go.", "Hi."]  # first-seen form of each source
+    assert refs.source_words == [["go", "."], ["hi", "."]]
+    assert refs.references == [["Va !", "Marche.", "Bouge !"], ["Salut."]]
+    assert refs.legacy_references == [["va !", "marche .", "bouge !"], ["salut ."]]
+    assert refs.subset([False, True]).references == [["Salut."]]
+
+
+def test_standard_bleu_is_cased_and_legacy_is_not():
+    refs = [["Tom est à Paris."]]
+    assert round(score(["Tom est à Paris."], refs).bleu, 6) == 100.0
+    assert score(["tom est à paris."], refs).bleu < 50  # case counts in standard BLEU
+    assert round(score(["tom est à paris ."], [["tom est à paris ."]], tokenized=True).bleu, 6) == 100.0
 
 
 def test_missing_references_repeat_one_never_empty_string():

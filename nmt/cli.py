@@ -216,6 +216,8 @@ def translate(
         help="Write a heatmap of the attention weights of the (one) sentence to this PNG.")] = None,
     show_attention: Annotated[bool, typer.Option(
         "--show-attention", help="Print each sentence's attention weights as a table.")] = False,
+    tokenized: Annotated[bool, typer.Option(
+        "--tokenized", help="Print the old lowercased, tokenized form ('va !') instead of plain French.")] = False,
 ) -> None:
     """Translate English to French: sentences given here, a file, piped stdin, or an interactive prompt."""
     from nmt.checkpoint import load_model
@@ -237,19 +239,19 @@ def translate(
         _translate_with_attention(translator, text, plot, show_attention)
     elif nbest > 1:
         lines = text if text else _read_all(input_)
-        _print_nbest(translator, lines, beam, nbest)
+        _print_nbest(translator, lines, beam, nbest, tokenized)
     elif text:
-        for line in translator.translate(text, beam):
+        for line in translator.translate(text, beam, tokenized=tokenized):
             typer.echo(line)
     elif input_ is not None:
         with _open_input(input_) as f:
-            for line in translator.translate_stream(iter_text_lines(f, input_), beam):
+            for line in translator.translate_stream(iter_text_lines(f, input_), beam, tokenized=tokenized):
                 typer.echo(line)
     elif sys.stdin.isatty():
-        _interactive(translator, beam)
+        _interactive(translator, beam, tokenized)
     else:  # a pipe: answer each line as it arrives, so a program can talk to nmt line by line
         for line in iter_text_lines(sys.stdin.buffer, "stdin"):
-            typer.echo(translator.translate([line], beam)[0])
+            typer.echo(translator.translate([line], beam, tokenized=tokenized)[0])
             sys.stdout.flush()
 
 
@@ -269,16 +271,13 @@ def _read_all(input_: Optional[str]) -> list[str]:
         return list(iter_text_lines(f, input_ or "stdin"))
 
 
-def _print_nbest(translator, lines: list[str], beam: Optional[int], nbest: int) -> None:
-    from nmt.tokenizer import TOKENIZER
-
-    sources = [TOKENIZER.tokenize(line) for line in lines]
+def _print_nbest(translator, lines: list[str], beam: Optional[int], nbest: int, tokenized: bool) -> None:
+    sources = translator.tokenizer.source_tokens(lines)
     for index, hyps in enumerate(translator.translate_nbest(sources, beam, nbest)):
         if not hyps:  # an empty input still gets its line
             typer.echo(f"{index}\t\t")
         for hyp in hyps:
-            text = TOKENIZER.detokenize(translator.tgt_vocab.decode(hyp.tokens))
-            typer.echo(f"{index}\t{hyp.normalized:.4f}\t{text}")
+            typer.echo(f"{index}\t{hyp.normalized:.4f}\t{translator.text(hyp.tokens, tokenized)}")
 
 
 def _translate_with_attention(translator, sentences: list[str], plot: Optional[Path], show: bool) -> None:
@@ -286,7 +285,7 @@ def _translate_with_attention(translator, sentences: list[str], plot: Optional[P
 
     for sentence in sentences:
         src_tokens, out_tokens, weights = translator.attention(sentence)
-        typer.echo(" ".join(t for t in out_tokens if t != "<eos>"))
+        typer.echo(translator.tokenizer.target_text([t for t in out_tokens if t != "<eos>"]))
         if show:
             typer.echo(attention_table(src_tokens, out_tokens, weights))
         if plot:
@@ -294,7 +293,7 @@ def _translate_with_attention(translator, sentences: list[str], plot: Optional[P
             typer.echo(f"attention heatmap written to {plot}", err=True)
 
 
-def _interactive(translator, beam: Optional[int]) -> None:
+def _interactive(translator, beam: Optional[int], tokenized: bool) -> None:
     typer.echo("Type English, get French; an empty line or Ctrl-D ends.", err=True)
     while True:
         try:
@@ -304,7 +303,7 @@ def _interactive(translator, beam: Optional[int]) -> None:
             return
         if not line.strip():
             return
-        typer.echo(translator.translate([line], beam)[0])
+        typer.echo(translator.translate([line], beam, tokenized=tokenized)[0])
 
 
 @app.command()
@@ -337,6 +336,38 @@ def eval_cmd(
         raise NmtError(f"--split must be test or valid (got {split!r})")
     for line in evaluate_checkpoint(checkpoint, split, bleu, device, data, beam):
         typer.echo(line)
+
+
+@app.command()
+@user_errors
+def serve(
+    checkpoint: CheckpointOpt = None,
+    host: Annotated[str, typer.Option(help="Address to bind; loopback unless you mean to share it.")] = "127.0.0.1",
+    port: Annotated[int, typer.Option(min=0, max=65535, help="Port (0: any free one).")] = 8000,
+    device: DeviceOpt = "auto",
+    beam: Annotated[int, typer.Option("--beam", "-k", min=1, help="Beam size of requests that name none.")] = 1,
+    max_beam: Annotated[int, typer.Option(min=1, help="Largest beam or n-best a request may ask for.")] = 10,
+    max_texts: Annotated[int, typer.Option(min=1, help="Texts in one request.")] = 64,
+    max_chars: Annotated[int, typer.Option(min=1, help="Characters in one text.")] = 1000,
+    max_body_kb: Annotated[int, typer.Option(min=1, help="Request body size limit, KiB.")] = 256,
+    max_batch: Annotated[int, typer.Option(min=1, help="Sentences decoded together.")] = 64,
+    max_wait_ms: Annotated[float, typer.Option(min=0, help="How long a request waits for others to batch with.")] = 5.0,
+    queue_size: Annotated[int, typer.Option(min=1, help="Texts waiting at most; beyond, 503 + Retry-After.")] = 1024,
+) -> None:
+    """Serve a model: JSON API (/translate, OpenNMT-py's /translator/translate, /health, /docs) and a page at /."""
+    try:
+        import fastapi  # noqa: F401
+        import uvicorn  # noqa: F401
+    except ImportError:
+        raise NmtError("nmt serve needs FastAPI and uvicorn: pip install -e '.[serve]' "
+                       "(bash scripts/setup.sh installs them)") from None
+    from nmt.serve import ServeSettings, run_server
+
+    _setup_logging()
+    settings = ServeSettings(beam=beam, max_beam=max(max_beam, beam), max_texts=max_texts, max_chars=max_chars,
+                             max_body_bytes=max_body_kb * 1024, max_batch=max_batch, max_wait_ms=max_wait_ms,
+                             queue_size=queue_size)
+    run_server(checkpoint, device, host, port, settings)
 
 
 def main() -> None:

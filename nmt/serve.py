@@ -1,0 +1,373 @@
+"""`nmt serve`: a trained model behind a JSON API and a page, with concurrent requests batched.
+
+The translator decodes many sentences in one batch about as fast as one, so requests that
+arrive together wait a few milliseconds in a bounded queue and are decoded together
+(`BatchingQueue`); each caller gets its own results, the same as `nmt translate` gives.
+FastAPI (Starlette) and uvicorn do everything at the HTTP level; this module only parses
+bodies within limits and turns every bad input into a 4xx with `{"error": "..."}`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import queue
+import signal
+import socket
+import threading
+import time
+from concurrent.futures import Future
+from dataclasses import dataclass, field
+from importlib import resources
+from typing import Any
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import HTMLResponse, JSONResponse
+from pydantic import BaseModel, ConfigDict, ValidationError
+from starlette.exceptions import HTTPException
+
+from nmt.checkpoint import LoadedModel, load_model
+from nmt.errors import NmtError
+from nmt.runtime import resolve_device
+from nmt.translator import Translator
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class ServeSettings:
+    """The server's limits; `nmt serve --help` lists them as flags."""
+    beam: int = 1  # default beam size of a request that names none
+    max_beam: int = 10  # largest beam (and n-best) a request may ask for
+    max_texts: int = 64  # texts in one request
+    max_chars: int = 1000  # characters in one text
+    max_body_bytes: int = 256 * 1024
+    max_batch: int = 64  # sentences decoded together
+    max_wait_ms: float = 5.0  # how long the first request of a batch waits for company
+    queue_size: int = 1024  # texts waiting; beyond it, 503 with Retry-After
+
+
+class TranslateRequest(BaseModel):
+    model_config = ConfigDict(extra="forbid", strict=True)
+    text: str | None = None
+    texts: list[str] | None = None
+    beam: int | None = None
+    nbest: int = 1
+    attention: bool = False
+
+
+class OpenNMTItem(BaseModel):  # OpenNMT-py's REST server takes a list of these
+    model_config = ConfigDict(extra="allow", strict=True)
+    src: str
+    id: int | None = None
+
+
+class ApiError(Exception):
+    def __init__(self, status: int, message: str, headers: dict[str, str] | None = None):
+        super().__init__(message)
+        self.status, self.message, self.headers = status, message, headers
+
+
+@dataclass(frozen=True)
+class Options:
+    """What must be equal for requests to share a batch."""
+    beam: int
+    nbest: int
+
+
+@dataclass
+class Job:
+    texts: list[str]
+    options: Options
+    future: Future = field(default_factory=Future)
+
+
+class QueueFull(Exception):
+    pass
+
+
+class BatchingQueue:
+    """One worker thread owns the translator. It takes the oldest job, waits up to `max_wait_s`
+    for more (up to `max_batch` sentences), decodes each group of equal options in one call and
+    hands every job its own slice. At most `max_pending` texts wait; beyond that `submit` refuses."""
+
+    def __init__(self, translator: Translator, max_batch: int, max_wait_s: float, max_pending: int):
+        self.translator, self.max_batch, self.max_wait_s, self.max_pending = (
+            translator, max_batch, max_wait_s, max_pending)
+        self.jobs: queue.Queue[Job | None] = queue.Queue()
+        self.pending = 0
+        self.lock = threading.Lock()
+        self.batches = 0  # decoder calls made, for /health and the tests
+        self.worker = threading.Thread(target=self._run, name="nmt-batcher", daemon=True)
+        self.worker.start()
+
+    def submit(self, texts: list[str], options: Options) -> Future:
+        with self.lock:
+            if self.pending + len(texts) > self.max_pending:
+                raise QueueFull
+            self.pending += len(texts)
+        job = Job(texts, options)
+        self.jobs.put(job)
+        return job.future
+
+    def close(self) -> None:
+        self.jobs.put(None)
+        self.worker.join()
+
+    def _collect(self, first: Job) -> tuple[list[Job], bool]:
+        jobs, size = [first], len(first.texts)
+        deadline = time.monotonic() + self.max_wait_s
+        while size < self.max_batch:
+            try:
+                job = self.jobs.get(timeout=max(deadline - time.monotonic(), 0))
+            except queue.Empty:
+                break
+            if job is None:
+                return jobs, True
+            jobs.append(job)
+            size += len(job.texts)
+        return jobs, False
+
+    def _run(self) -> None:
+        stop = False
+        while not stop:
+            first = self.jobs.get()
+            if first is None:
+                break
+            jobs, stop = self._collect(first)
+            groups: dict[Options, list[Job]] = {}
+            for job in jobs:
+                groups.setdefault(job.options, []).append(job)
+            for options, group in groups.items():
+                self._decode(options, group)
+            with self.lock:
+                self.pending -= sum(len(job.texts) for job in jobs)
+
+    def _decode(self, options: Options, jobs: list[Job]) -> None:
+        texts = [text for job in jobs for text in job.texts]
+        try:
+            sources = self.translator.tokenizer.source_tokens(texts)
+            hyps = self.translator.translate_nbest(sources, options.beam, options.nbest, scored=True)
+            self.batches += 1
+        except Exception as e:  # the callers get the error; the worker lives on
+            for job in jobs:
+                job.future.set_exception(e)
+            return
+        start = 0
+        for job in jobs:
+            job.future.set_result(hyps[start: start + len(job.texts)])
+            start += len(job.texts)
+
+
+def _first_error(error: ValidationError) -> str:
+    detail = error.errors()[0]
+    where = ".".join(str(part) for part in detail["loc"])
+    return f"{where}: {detail['msg']}" if where else detail["msg"]
+
+
+async def read_json(request: Request, limit: int) -> Any:
+    """The body as JSON, read no further than `limit` bytes."""
+    declared = request.headers.get("content-length", "")
+    too_big = ApiError(413, f"the body is over {limit:,} bytes; send fewer or shorter texts")
+    if declared.isdigit() and int(declared) > limit:
+        raise too_big
+    body = bytearray()
+    async for chunk in request.stream():
+        body += chunk
+        if len(body) > limit:
+            raise too_big
+    try:
+        text = body.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise ApiError(400, f"the body is not valid UTF-8 (byte {e.start}); send JSON in UTF-8") from None
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as e:
+        raise ApiError(400, f"malformed JSON: {e.msg} at line {e.lineno} column {e.colno}") from None
+
+
+def _schema(model: type[BaseModel], many: bool = False) -> dict:
+    schema = model.model_json_schema()
+    body = {"type": "array", "items": schema} if many else schema
+    return {"requestBody": {"required": True, "content": {"application/json": {"schema": body}}}}
+
+
+@dataclass
+class Service:
+    """What the endpoints share: the translator behind its queue, the run's facts, the limits."""
+    translator: Translator
+    settings: ServeSettings
+    info: dict[str, Any]
+    queue: BatchingQueue | None = None
+    started: float = field(default_factory=time.monotonic)
+
+    def check(self, texts: list[str], beam: int | None, nbest: int) -> Options:
+        s = self.settings
+        if not texts:
+            raise ApiError(422, 'texts: the list is empty; send at least one text')
+        if len(texts) > s.max_texts:
+            raise ApiError(413, f"texts: {len(texts)} texts in one request; the limit is {s.max_texts}")
+        for i, text in enumerate(texts):
+            where = "text" if len(texts) == 1 else f"texts[{i}]"
+            if not text.strip():
+                raise ApiError(422, f"{where}: empty; send some English text")
+            if len(text) > s.max_chars:
+                raise ApiError(413, f"{where}: {len(text):,} characters; the limit is {s.max_chars:,}")
+        beam = s.beam if beam is None else beam
+        for name, value in (("beam", beam), ("nbest", nbest)):
+            if not 1 <= value <= s.max_beam:
+                raise ApiError(422, f"{name}: {value} is out of range; use 1 to {s.max_beam}")
+        return Options(max(beam, nbest) if nbest > 1 else beam, nbest)
+
+    async def translate(self, texts: list[str], options: Options) -> list[list[Any]]:
+        assert self.queue is not None, "the queue starts with the app"
+        try:
+            future = self.queue.submit(texts, options)
+        except QueueFull:
+            raise ApiError(503, "the server is busy; retry shortly", {"Retry-After": "1"}) from None
+        return await asyncio.wrap_future(future)
+
+    def entry(self, text: str, hyps: list[Any], nbest: int, attention: bool) -> dict[str, Any]:
+        translator = self.translator
+        best = hyps[0] if hyps else None
+        out: dict[str, Any] = {"src": text, "tgt": translator.text(best.tokens) if best else "",
+                               "score": round(best.normalized, 4) if best else None}
+        if nbest > 1:
+            out["nbest"] = [{"tgt": translator.text(h.tokens), "score": round(h.normalized, 4)} for h in hyps]
+        if attention and best is not None:
+            src_tokens, out_tokens, weights = translator.attention_of(text, best.tokens)
+            out["attention"] = {"src_tokens": src_tokens, "tgt_tokens": out_tokens,
+                                "weights": [[round(w, 4) for w in row] for row in weights.tolist()]}
+        return out
+
+
+def create_app(translator: Translator, settings: ServeSettings, info: dict[str, Any]) -> FastAPI:
+    service = Service(translator, settings, info)
+
+    async def lifespan(app: FastAPI):
+        service.queue = BatchingQueue(translator, settings.max_batch, settings.max_wait_ms / 1000,
+                                      settings.queue_size)
+        yield
+        service.queue.close()
+
+    app = FastAPI(title="nmt", lifespan=lifespan,
+                  description="English→French translation with an LSTM encoder–decoder with attention.")
+    app.state.service = service
+
+    @app.exception_handler(ApiError)
+    async def api_error(request: Request, exc: ApiError) -> JSONResponse:
+        return JSONResponse({"error": exc.message}, status_code=exc.status, headers=exc.headers)
+
+    @app.exception_handler(HTTPException)
+    async def http_error(request: Request, exc: HTTPException) -> JSONResponse:
+        return JSONResponse({"error": str(exc.detail)}, status_code=exc.status_code, headers=exc.headers)
+
+    @app.exception_handler(RequestValidationError)
+    async def validation_error(request: Request, exc: RequestValidationError) -> JSONResponse:
+        return JSONResponse({"error": str(exc.errors()[0].get("msg", exc))}, status_code=422)
+
+    @app.get("/", response_class=HTMLResponse, include_in_schema=False)
+    async def page() -> str:
+        return resources.files("nmt").joinpath("static/index.html").read_text(encoding="utf-8")
+
+    @app.post("/translate", openapi_extra=_schema(TranslateRequest))
+    async def translate(request: Request) -> dict[str, Any]:
+        """Translate `text` (a string) or `texts` (a list); optional `beam`, `nbest` and
+        `attention` (source and output tokens with the weight matrix, output x source)."""
+        try:
+            body = TranslateRequest.model_validate(await read_json(request, settings.max_body_bytes))
+        except ValidationError as e:
+            raise ApiError(422, _first_error(e)) from None
+        if (body.text is None) == (body.texts is None):
+            raise ApiError(422, 'send "text" (a string) or "texts" (a list of strings), one of the two')
+        texts = [body.text] if body.text is not None else list(body.texts or [])
+        options = service.check(texts, body.beam, body.nbest)
+        results = await service.translate(texts, options)
+        entries = [service.entry(t, h, body.nbest, body.attention) for t, h in zip(texts, results)]
+        return {"translations": entries, "beam": options.beam}
+
+    @app.post("/translator/translate", openapi_extra=_schema(OpenNMTItem, many=True))
+    async def translate_opennmt(request: Request) -> list[list[dict[str, Any]]]:
+        """OpenNMT-py's REST shape: `[{"src": "...", "id": 100}]` in, `[[{"src", "tgt", "n_best",
+        "pred_score"}]]` out, so its clients work unchanged."""
+        data = await read_json(request, settings.max_body_bytes)
+        if not isinstance(data, list):
+            raise ApiError(422, 'send a list of {"src": "...", "id": N} objects, as OpenNMT-py clients do')
+        try:
+            items = [OpenNMTItem.model_validate(x) for x in data]
+        except ValidationError as e:
+            raise ApiError(422, _first_error(e)) from None
+        texts = [item.src for item in items]
+        options = service.check(texts, None, 1)
+        results = await service.translate(texts, options)
+        return [[{"src": t, "tgt": translator.text(h[0].tokens) if h else "", "n_best": 1,
+                  "pred_score": round(h[0].normalized, 4) if h else None} for t, h in zip(texts, results)]]
+
+    @app.get("/translator/models")
+    async def models() -> list[dict[str, Any]]:
+        """The one model, in OpenNMT-py's listing shape."""
+        return [{"model_id": 100, "loaded": True, "run": info.get("run"), "opt": {"beam_size": settings.beam}}]
+
+    @app.get("/health")
+    @app.get("/translator/health", include_in_schema=False)
+    async def health() -> dict[str, Any]:
+        """The run and checkpoint served, the device, and how long the server has been up."""
+        return {"status": "ok", **info, "beam": settings.beam, "max_beam": settings.max_beam,
+                "uptime_s": round(time.monotonic() - service.started, 1),
+                "batches": service.queue.batches if service.queue else 0}
+
+    return app
+
+
+def server_info(loaded: LoadedModel, device_name: str) -> dict[str, Any]:
+    progress = loaded.state.get("progress") or {}
+    best = progress.get("best") or {}
+    return {"run": str(loaded.path.parent), "checkpoint": str(loaded.path), "step": progress.get("step"),
+            "val_bleu": best.get("val_bleu"), "device": device_name, "precision": "fp32",
+            "trained_in": loaded.cfg.train.precision, "tokenizer": loaded.tokenizer.kind}
+
+
+def bind(host: str, port: int) -> socket.socket:
+    """The listening socket, bound here so that a port in use is one clear line, not a traceback."""
+    try:
+        infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
+    except socket.gaierror as e:
+        raise NmtError(f"--host {host}: cannot resolve it ({e.strerror})") from None
+    family, kind, proto, _, address = infos[0]
+    sock = socket.socket(family, kind, proto)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind(address)
+    except OSError as e:
+        sock.close()
+        raise NmtError(f"cannot listen on {host}:{port}: {e.strerror}; pick another --port "
+                       f"(or stop what is using it)") from None
+    return sock
+
+
+def run_server(checkpoint: str | None, device_name: str, host: str, port: int, settings: ServeSettings) -> None:
+    """Load the model once and serve until SIGINT or SIGTERM; uvicorn then stops taking
+    connections, answers the requests in flight, and returns."""
+    import uvicorn
+
+    device = resolve_device(device_name)
+    loaded = load_model(checkpoint, device)
+    translator = Translator.from_loaded(loaded, device)
+    app = create_app(translator, settings, server_info(loaded, str(device)))
+    sock = bind(host, port)
+    bound = sock.getsockname()[1]
+    logger.info("serving %s on http://%s:%d/ (API docs at /docs); Ctrl-C stops", loaded.path, host, bound)
+    server = uvicorn.Server(uvicorn.Config(app, log_level="warning", access_log=False, timeout_graceful_shutdown=30))
+    # uvicorn shuts down gracefully on SIGINT/SIGTERM, then raises the signal again for the handler
+    # it found: this one notes it, so a requested stop exits 0 instead of dying by the signal.
+    received: list[int] = []
+    previous = {s: signal.signal(s, lambda signum, frame: received.append(signum))
+                for s in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        server.run(sockets=[sock])
+    finally:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
+    logger.info("stopped%s", f" by {signal.Signals(received[0]).name}" if received else "")

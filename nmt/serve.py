@@ -31,6 +31,7 @@ from starlette.exceptions import HTTPException
 from nmt.checkpoint import LoadedModel, load_model
 from nmt.errors import NmtError
 from nmt.runtime import resolve_device
+from nmt.search import Hypothesis
 from nmt.translator import Translator
 
 logger = logging.getLogger(__name__)
@@ -81,7 +82,14 @@ class Options:
 class Job:
     texts: list[str]
     options: Options
+    attention: bool = False  # also the weights behind each best translation
     future: Future = field(default_factory=Future)
+
+
+@dataclass
+class Result:
+    hyps: list[Hypothesis]  # best first; [] for an empty source
+    attention: tuple[list[str], list[str], list[list[float]]] | None = None
 
 
 class QueueFull(Exception):
@@ -103,12 +111,12 @@ class BatchingQueue:
         self.worker = threading.Thread(target=self._run, name="nmt-batcher", daemon=True)
         self.worker.start()
 
-    def submit(self, texts: list[str], options: Options) -> Future:
+    def submit(self, texts: list[str], options: Options, attention: bool = False) -> Future:
         with self.lock:
             if self.pending + len(texts) > self.max_pending:
                 raise QueueFull
             self.pending += len(texts)
-        job = Job(texts, options)
+        job = Job(texts, options, attention)
         self.jobs.put(job)
         return job.future
 
@@ -157,8 +165,19 @@ class BatchingQueue:
             return
         start = 0
         for job in jobs:
-            job.future.set_result(hyps[start: start + len(job.texts)])
+            mine = hyps[start: start + len(job.texts)]
             start += len(job.texts)
+            try:  # the attention too is computed here: one thread owns the model
+                job.future.set_result([Result(h, self._attention(text, h) if job.attention else None)
+                                       for text, h in zip(job.texts, mine)])
+            except Exception as e:
+                job.future.set_exception(e)
+
+    def _attention(self, text: str, hyps: list[Hypothesis]) -> tuple[list[str], list[str], list[list[float]]] | None:
+        if not hyps:
+            return None
+        src_tokens, out_tokens, weights = self.translator.attention_of(text, hyps[0].tokens)
+        return src_tokens, out_tokens, [[round(w, 4) for w in row] for row in weights.tolist()]
 
 
 def _first_error(error: ValidationError) -> str:
@@ -221,25 +240,24 @@ class Service:
                 raise ApiError(422, f"{name}: {value} is out of range; use 1 to {s.max_beam}")
         return Options(max(beam, nbest) if nbest > 1 else beam, nbest)
 
-    async def translate(self, texts: list[str], options: Options) -> list[list[Any]]:
+    async def translate(self, texts: list[str], options: Options, attention: bool = False) -> list[Result]:
         assert self.queue is not None, "the queue starts with the app"
         try:
-            future = self.queue.submit(texts, options)
+            future = self.queue.submit(texts, options, attention)
         except QueueFull:
             raise ApiError(503, "the server is busy; retry shortly", {"Retry-After": "1"}) from None
         return await asyncio.wrap_future(future)
 
-    def entry(self, text: str, hyps: list[Any], nbest: int, attention: bool) -> dict[str, Any]:
-        translator = self.translator
+    def entry(self, text: str, result: Result, nbest: int) -> dict[str, Any]:
+        translator, hyps = self.translator, result.hyps
         best = hyps[0] if hyps else None
         out: dict[str, Any] = {"src": text, "tgt": translator.text(best.tokens) if best else "",
                                "score": round(best.normalized, 4) if best else None}
         if nbest > 1:
             out["nbest"] = [{"tgt": translator.text(h.tokens), "score": round(h.normalized, 4)} for h in hyps]
-        if attention and best is not None:
-            src_tokens, out_tokens, weights = translator.attention_of(text, best.tokens)
-            out["attention"] = {"src_tokens": src_tokens, "tgt_tokens": out_tokens,
-                                "weights": [[round(w, 4) for w in row] for row in weights.tolist()]}
+        if result.attention is not None:
+            src_tokens, out_tokens, weights = result.attention
+            out["attention"] = {"src_tokens": src_tokens, "tgt_tokens": out_tokens, "weights": weights}
         return out
 
 
@@ -264,6 +282,11 @@ def create_app(translator: Translator, settings: ServeSettings, info: dict[str, 
     async def http_error(request: Request, exc: HTTPException) -> JSONResponse:
         return JSONResponse({"error": str(exc.detail)}, status_code=exc.status_code, headers=exc.headers)
 
+    @app.exception_handler(Exception)
+    async def internal_error(request: Request, exc: Exception) -> JSONResponse:
+        logger.error("internal error on %s: %r", request.url.path, exc)
+        return JSONResponse({"error": f"internal error: {type(exc).__name__}"}, status_code=500)
+
     @app.exception_handler(RequestValidationError)
     async def validation_error(request: Request, exc: RequestValidationError) -> JSONResponse:
         return JSONResponse({"error": str(exc.errors()[0].get("msg", exc))}, status_code=422)
@@ -284,8 +307,8 @@ def create_app(translator: Translator, settings: ServeSettings, info: dict[str, 
             raise ApiError(422, 'send "text" (a string) or "texts" (a list of strings), one of the two')
         texts = [body.text] if body.text is not None else list(body.texts or [])
         options = service.check(texts, body.beam, body.nbest)
-        results = await service.translate(texts, options)
-        entries = [service.entry(t, h, body.nbest, body.attention) for t, h in zip(texts, results)]
+        results = await service.translate(texts, options, body.attention)
+        entries = [service.entry(t, r, body.nbest) for t, r in zip(texts, results)]
         return {"translations": entries, "beam": options.beam}
 
     @app.post("/translator/translate", openapi_extra=_schema(OpenNMTItem, many=True))
@@ -302,8 +325,8 @@ def create_app(translator: Translator, settings: ServeSettings, info: dict[str, 
         texts = [item.src for item in items]
         options = service.check(texts, None, 1)
         results = await service.translate(texts, options)
-        return [[{"src": t, "tgt": translator.text(h[0].tokens) if h else "", "n_best": 1,
-                  "pred_score": round(h[0].normalized, 4) if h else None} for t, h in zip(texts, results)]]
+        return [[{"src": t, "tgt": translator.text(r.hyps[0].tokens) if r.hyps else "", "n_best": 1,
+                  "pred_score": round(r.hyps[0].normalized, 4) if r.hyps else None} for t, r in zip(texts, results)]]
 
     @app.get("/translator/models")
     async def models() -> list[dict[str, Any]]:

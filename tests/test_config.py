@@ -82,3 +82,4 @@ def test_d2l_config_is_the_seed_experiment():
     assert (t.batch_size, t.lr, t.epochs, d.max_len, d.num_pairs) == (64, 0.005, 500, 10, 50_000)
     assert not (m.bidirectional or m.bridge or m.input_feeding or m.tie_embeddings)  # the seed's design
     assert t.lr_schedule == "constant"
+    assert d.tokenizer == "word" and d.min_freq == 3  # d2l's word vocabulary

@@ -169,8 +169,8 @@ def test_queue_batches_concurrent_jobs_and_each_gets_its_own(translator):
         queue.close()
     assert queue.batches == 1  # all seven jobs arrived within the wait: one decoder call
     expected = translator.translate(SENTENCES)
-    assert [translator.text(r[0][0].tokens) for r in results[:-1]] == expected
-    assert [translator.text(h[0].tokens) for h in results[-1]] == expected[:2]
+    assert [translator.text(r[0].hyps[0].tokens) for r in results[:-1]] == expected
+    assert [translator.text(r.hyps[0].tokens) for r in results[-1]] == expected[:2]
 
 
 def test_full_queue_answers_503_with_retry_after(translator, run, monkeypatch):

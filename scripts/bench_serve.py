@@ -1,0 +1,159 @@
+"""Load test for `nmt serve`: the server on a free loopback port, 1, 8, 32 and 128 concurrent
+clients for a bounded time each, one test-split English source per request; then the offline
+throughput of `nmt translate --input` (the same translate_stream) on the same sentences.
+
+    python scripts/bench_serve.py [--checkpoint RUN] [--clients 1 8 32 128] [--seconds 15]
+
+Prints sentences/s, p50 and p99 latency, errors and 503s per level, the server's peak RSS, and
+the CPU the figures came from. The clients run in this process, on the same machine: on a
+2-core CPU they take part of the CPU the server could use, as a co-located caller would.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx
+import torch
+
+from nmt.checkpoint import load_model
+from nmt.corpus import load_splits, resolve_corpus
+from nmt.metrics import group_references
+from nmt.runtime import cpu_name
+from nmt.translator import Translator
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def peak_rss_mb(pid: int) -> float:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1]) / 1024
+    return float("nan")
+
+
+async def load_level(url: str, sentences: list[str], clients: int, seconds: float, beam: int,
+                     answers: dict[str, str]) -> dict:
+    """`clients` concurrent callers, each sending one sentence at a time until `seconds` pass;
+    every answer is kept in `answers` to be compared with offline decoding."""
+    latencies: list[float] = []
+    counts = {"ok": 0, "503": 0, "errors": 0}
+    deadline = time.perf_counter() + seconds
+
+    async def client(index: int, http: httpx.AsyncClient) -> None:
+        i = index
+        while time.perf_counter() < deadline:
+            text = sentences[i % len(sentences)]
+            i += clients
+            start = time.perf_counter()
+            try:
+                response = await http.post(f"{url}/translate", json={"text": text, "beam": beam})
+            except httpx.HTTPError:
+                counts["errors"] += 1
+                continue
+            if response.status_code == 200:
+                counts["ok"] += 1
+                latencies.append(time.perf_counter() - start)
+                answers[text] = response.json()["translations"][0]["tgt"]
+            elif response.status_code == 503:
+                counts["503"] += 1
+                await asyncio.sleep(float(response.headers.get("retry-after", "1")))
+            else:
+                counts["errors"] += 1
+
+    limits = httpx.Limits(max_connections=clients, max_keepalive_connections=clients)
+    async with httpx.AsyncClient(timeout=60, limits=limits) as http:
+        start = time.perf_counter()
+        await asyncio.gather(*(client(i, http) for i in range(clients)))
+        elapsed = time.perf_counter() - start
+    latencies.sort()
+    pick = (lambda q: latencies[min(int(q * len(latencies)), len(latencies) - 1)] * 1000) if latencies else (
+        lambda q: float("nan"))
+    return {"clients": clients, "sent_s": counts["ok"] / elapsed, "p50_ms": pick(0.50), "p99_ms": pick(0.99),
+            "errors": counts["errors"], "503": counts["503"], "requests": counts["ok"]}
+
+
+def wait_for_health(url: str, proc: subprocess.Popen, timeout: float = 120) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            sys.exit(f"the server exited with code {proc.returncode}")
+        try:
+            httpx.get(f"{url}/health", timeout=2)
+            return
+        except httpx.TransportError:
+            time.sleep(0.2)
+    sys.exit("the server never answered /health")
+
+
+def offline(checkpoint: str | None, sentences: list[str], beam: int) -> tuple[float, list[str]]:
+    """Sentences/s of `nmt translate --input` on the same sentences (model load excluded), and its outputs."""
+    device = torch.device("cpu")
+    translator = Translator.from_loaded(load_model(checkpoint, device), device)
+    translator.translate(sentences[:64], beam)  # warm-up
+    start = time.perf_counter()
+    outputs = list(translator.translate_stream(sentences, beam))
+    return len(sentences) / (time.perf_counter() - start), outputs
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--checkpoint", "-c", default=None, help="run directory or checkpoint (default: newest run)")
+    parser.add_argument("--data", default=None)
+    parser.add_argument("--clients", type=int, nargs="+", default=[1, 8, 32, 128])
+    parser.add_argument("--seconds", type=float, default=15.0, help="time per level")
+    parser.add_argument("--beam", type=int, default=1)
+    parser.add_argument("--serve-args", default="", help="extra flags for nmt serve, e.g. '--max-batch 32'")
+    args = parser.parse_args()
+
+    loaded = load_model(args.checkpoint)
+    splits = load_splits(resolve_corpus(args.data, loaded.cfg.data), loaded.cfg.data.num_pairs)
+    sentences = group_references(splits.test).sources
+    port = free_port()
+    url = f"http://127.0.0.1:{port}"
+    command = [sys.executable, "-m", "nmt", "serve", "-c", str(loaded.path), "--port", str(port), "--device", "cpu",
+               *args.serve_args.split()]
+    server = subprocess.Popen(command, env={**os.environ, "PYTHONPATH": str(REPO)}, stderr=subprocess.DEVNULL)
+    rows, answers = [], {}
+    try:
+        wait_for_health(url, server)
+        asyncio.run(load_level(url, sentences, 4, 2.0, args.beam, answers))  # warm-up
+        for clients in args.clients:
+            rows.append(asyncio.run(load_level(url, sentences, clients, args.seconds, args.beam, answers)))
+            print(f"  {clients} clients: {rows[-1]['sent_s']:.1f} sent/s", file=sys.stderr, flush=True)
+        rss = peak_rss_mb(server.pid)
+    finally:
+        server.send_signal(signal.SIGTERM)
+        server.wait(timeout=60)
+    offline_rate, outputs = offline(str(loaded.path), sentences, args.beam)
+    expected = dict(zip(sentences, outputs))
+    differ = sum(answer != expected[text] for text, answer in answers.items())
+    search = "greedy" if args.beam == 1 else f"beam {args.beam}"
+    print(f"CPU: {cpu_name()} | torch threads {torch.get_num_threads()} | checkpoint {loaded.path} | {search} | "
+          f"{len(sentences):,} test sources | {args.seconds:g} s a level | server peak RSS {rss:,.0f} MB")
+    print("| clients | sentences/s | p50 ms | p99 ms | errors | 503s | vs offline |")
+    print("|---|---|---|---|---|---|---|")
+    for r in rows:
+        print(f"| {r['clients']} | {r['sent_s']:,.1f} | {r['p50_ms']:,.1f} | {r['p99_ms']:,.1f} | {r['errors']} | "
+              f"{r['503']} | {r['sent_s'] / offline_rate:.2f} |")
+    print(f"offline (nmt translate --input, same sentences, {search}): {offline_rate:,.1f} sentences/s")
+    print(f"server answers that differ from offline decoding: {differ} of {len(answers):,} distinct sentences")
+
+
+if __name__ == "__main__":
+    main()

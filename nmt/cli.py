@@ -350,7 +350,7 @@ def serve(
     max_texts: Annotated[int, typer.Option(min=1, help="Texts in one request.")] = 64,
     max_chars: Annotated[int, typer.Option(min=1, help="Characters in one text.")] = 1000,
     max_body_kb: Annotated[int, typer.Option(min=1, help="Request body size limit, KiB.")] = 256,
-    max_batch: Annotated[int, typer.Option(min=1, help="Sentences decoded together.")] = 64,
+    max_batch: Annotated[int, typer.Option(min=1, help="Sentences decoded together.")] = 128,
     max_wait_ms: Annotated[float, typer.Option(min=0, help="How long a request waits for others to batch with.")] = 5.0,
     queue_size: Annotated[int, typer.Option(min=1, help="Texts waiting at most; beyond, 503 + Retry-After.")] = 1024,
 ) -> None:

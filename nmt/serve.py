@@ -45,7 +45,7 @@ class ServeSettings:
     max_texts: int = 64  # texts in one request
     max_chars: int = 1000  # characters in one text
     max_body_bytes: int = 256 * 1024
-    max_batch: int = 64  # sentences decoded together
+    max_batch: int = 128  # sentences decoded together (decode.batch_size's default)
     max_wait_ms: float = 5.0  # how long the first request of a batch waits for company
     queue_size: int = 1024  # texts waiting; beyond it, 503 with Retry-After
 

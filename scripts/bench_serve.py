@@ -5,8 +5,14 @@ throughput of `nmt translate --input` (the same translate_stream) on the same se
     python scripts/bench_serve.py [--checkpoint RUN] [--clients 1 8 32 128] [--seconds 15]
 
 Prints sentences/s, p50 and p99 latency, errors and 503s per level, the server's peak RSS, and
-the CPU the figures came from. The clients run in this process, on the same machine: on a
-2-core CPU they take part of the CPU the server could use, as a co-located caller would.
+the CPU the figures came from. The clients (aiohttp: httpx's own overhead halved the figures at
+32 clients) run in this process, on the same machine: on a 2-core CPU they take part of the CPU
+the server could use, as a co-located caller would.
+
+"decoder alone" is the ceiling of each level: the translator with no HTTP, on batches of as
+many random test sentences as that level can have in flight (closed-loop clients never have
+more requests out than there are clients), while the offline figure decodes length-sorted
+batches of decode.batch_size.
 """
 
 from __future__ import annotations
@@ -22,6 +28,9 @@ import sys
 import time
 from pathlib import Path
 
+import random
+
+import aiohttp
 import httpx
 import torch
 
@@ -55,29 +64,30 @@ async def load_level(url: str, sentences: list[str], clients: int, seconds: floa
     counts = {"ok": 0, "503": 0, "errors": 0}
     deadline = time.perf_counter() + seconds
 
-    async def client(index: int, http: httpx.AsyncClient) -> None:
+    async def client(index: int, http: aiohttp.ClientSession) -> None:
         i = index
         while time.perf_counter() < deadline:
             text = sentences[i % len(sentences)]
             i += clients
             start = time.perf_counter()
             try:
-                response = await http.post(f"{url}/translate", json={"text": text, "beam": beam})
-            except httpx.HTTPError:
+                async with http.post(f"{url}/translate", json={"text": text, "beam": beam}) as response:
+                    body = await response.json()
+            except (aiohttp.ClientError, asyncio.TimeoutError):
                 counts["errors"] += 1
                 continue
-            if response.status_code == 200:
+            if response.status == 200:
                 counts["ok"] += 1
                 latencies.append(time.perf_counter() - start)
-                answers[text] = response.json()["translations"][0]["tgt"]
-            elif response.status_code == 503:
+                answers[text] = body["translations"][0]["tgt"]
+            elif response.status == 503:
                 counts["503"] += 1
-                await asyncio.sleep(float(response.headers.get("retry-after", "1")))
+                await asyncio.sleep(float(response.headers.get("Retry-After", "1")))
             else:
                 counts["errors"] += 1
 
-    limits = httpx.Limits(max_connections=clients, max_keepalive_connections=clients)
-    async with httpx.AsyncClient(timeout=60, limits=limits) as http:
+    connector = aiohttp.TCPConnector(limit=clients)
+    async with aiohttp.ClientSession(connector=connector, timeout=aiohttp.ClientTimeout(total=60)) as http:
         start = time.perf_counter()
         await asyncio.gather(*(client(i, http) for i in range(clients)))
         elapsed = time.perf_counter() - start
@@ -101,14 +111,23 @@ def wait_for_health(url: str, proc: subprocess.Popen, timeout: float = 120) -> N
     sys.exit("the server never answered /health")
 
 
-def offline(checkpoint: str | None, sentences: list[str], beam: int) -> tuple[float, list[str]]:
+def offline(translator: Translator, sentences: list[str], beam: int) -> tuple[float, list[str]]:
     """Sentences/s of `nmt translate --input` on the same sentences (model load excluded), and its outputs."""
-    device = torch.device("cpu")
-    translator = Translator.from_loaded(load_model(checkpoint, device), device)
     translator.translate(sentences[:64], beam)  # warm-up
     start = time.perf_counter()
     outputs = list(translator.translate_stream(sentences, beam))
     return len(sentences) / (time.perf_counter() - start), outputs
+
+
+def decoder_alone(translator: Translator, sentences: list[str], batch: int, beam: int, seconds: float = 3.0) -> float:
+    """Sentences/s of the server's decoding call on batches of `batch` random sentences, no HTTP."""
+    rng, done = random.Random(0), 0
+    start = time.perf_counter()
+    while time.perf_counter() - start < seconds:
+        texts = rng.sample(sentences, min(batch, len(sentences)))
+        translator.translate_nbest(translator.tokenizer.source_tokens(texts), beam, 1, scored=True)
+        done += len(texts)
+    return done / (time.perf_counter() - start)
 
 
 def main() -> None:
@@ -118,7 +137,8 @@ def main() -> None:
     parser.add_argument("--clients", type=int, nargs="+", default=[1, 8, 32, 128])
     parser.add_argument("--seconds", type=float, default=15.0, help="time per level")
     parser.add_argument("--beam", type=int, default=1)
-    parser.add_argument("--serve-args", default="", help="extra flags for nmt serve, e.g. '--max-batch 32'")
+    parser.add_argument("--max-batch", type=int, default=128, help="nmt serve's --max-batch (its default)")
+    parser.add_argument("--serve-args", default="", help="extra flags for nmt serve, e.g. '--max-wait-ms 2'")
     args = parser.parse_args()
 
     loaded = load_model(args.checkpoint)
@@ -127,7 +147,7 @@ def main() -> None:
     port = free_port()
     url = f"http://127.0.0.1:{port}"
     command = [sys.executable, "-m", "nmt", "serve", "-c", str(loaded.path), "--port", str(port), "--device", "cpu",
-               *args.serve_args.split()]
+               "--max-batch", str(args.max_batch), *args.serve_args.split()]
     server = subprocess.Popen(command, env={**os.environ, "PYTHONPATH": str(REPO)}, stderr=subprocess.DEVNULL)
     rows, answers = [], {}
     try:
@@ -140,17 +160,20 @@ def main() -> None:
     finally:
         server.send_signal(signal.SIGTERM)
         server.wait(timeout=60)
-    offline_rate, outputs = offline(str(loaded.path), sentences, args.beam)
+    translator = Translator.from_loaded(load_model(str(loaded.path)), torch.device("cpu"))
+    offline_rate, outputs = offline(translator, sentences, args.beam)
+    for row in rows:
+        row["alone"] = decoder_alone(translator, sentences, min(row["clients"], args.max_batch), args.beam)
     expected = dict(zip(sentences, outputs))
     differ = sum(answer != expected[text] for text, answer in answers.items())
     search = "greedy" if args.beam == 1 else f"beam {args.beam}"
     print(f"CPU: {cpu_name()} | torch threads {torch.get_num_threads()} | checkpoint {loaded.path} | {search} | "
           f"{len(sentences):,} test sources | {args.seconds:g} s a level | server peak RSS {rss:,.0f} MB")
-    print("| clients | sentences/s | p50 ms | p99 ms | errors | 503s | vs offline |")
-    print("|---|---|---|---|---|---|---|")
+    print("| clients | sentences/s | p50 ms | p99 ms | errors | 503s | vs offline | decoder alone, same batch |")
+    print("|---|---|---|---|---|---|---|---|")
     for r in rows:
         print(f"| {r['clients']} | {r['sent_s']:,.1f} | {r['p50_ms']:,.1f} | {r['p99_ms']:,.1f} | {r['errors']} | "
-              f"{r['503']} | {r['sent_s'] / offline_rate:.2f} |")
+              f"{r['503']} | {r['sent_s'] / offline_rate:.2f} | {r['alone']:,.1f} |")
     print(f"offline (nmt translate --input, same sentences, {search}): {offline_rate:,.1f} sentences/s")
     print(f"server answers that differ from offline decoding: {differ} of {len(answers):,} distinct sentences")
 

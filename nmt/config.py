@@ -50,6 +50,7 @@ class DataConfig:
     tokenizer: str = "word"  # word (d2l: lowercased, whitespace) | subword (SentencePiece, cased)
     vocab_size: int = 8000  # subword: pieces per language, learned from the training split
     subword_type: str = "unigram"  # subword: SentencePiece's unigram or bpe
+    joint_vocab: bool = False  # subword: one model learned on both languages (names segment alike)
 
     def __post_init__(self) -> None:
         _positive("data", min_freq=self.min_freq, vocab_size=self.vocab_size)
@@ -77,6 +78,7 @@ class ModelConfig:
     bridge: bool = False  # learned layer from the encoder's final state to the decoder's initial one
     input_feeding: bool = False  # the last attentional output is fed back into the decoder LSTM
     tie_embeddings: bool = False  # the output projection shares the target embedding matrix
+    share_embeddings: bool = False  # encoder and decoder share one embedding matrix (needs data.joint_vocab)
 
     def __post_init__(self) -> None:
         _positive("model", embed_size=self.embed_size, hidden_size=self.hidden_size,
@@ -164,6 +166,11 @@ class Config:
     model: ModelConfig
     train: TrainConfig = field(default_factory=TrainConfig)
     decode: DecodeConfig = field(default_factory=DecodeConfig)
+
+    def __post_init__(self) -> None:
+        if self.model.share_embeddings and not (self.data.tokenizer == "subword" and self.data.joint_vocab):
+            raise ConfigError("model.share_embeddings needs one vocabulary for both languages: "
+                              "data.tokenizer: subword with data.joint_vocab: true")
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)

@@ -128,8 +128,14 @@ class SubwordTokenizer:
 
     @classmethod
     def train(cls, src_texts: Sequence[str], tgt_texts: Sequence[str], vocab_size: int,
-              model_type: str) -> SubwordTokenizer:
-        return cls(train_sentencepiece((english_source(t) for t in src_texts), vocab_size, model_type),
+              model_type: str, joint: bool = False) -> SubwordTokenizer:
+        """A model per language, or with `joint` one model learned on both (the same bytes serve
+        both sides), so that a name or a number is cut into the same pieces in English and French."""
+        english = [english_source(t) for t in src_texts]
+        if joint:
+            model = train_sentencepiece([*english, *tgt_texts], vocab_size, model_type)
+            return cls(model, model)
+        return cls(train_sentencepiece(english, vocab_size, model_type),
                    train_sentencepiece(tgt_texts, vocab_size, model_type))
 
     def vocabularies(self) -> tuple[Vocab, Vocab]:

@@ -199,9 +199,10 @@ class Trainer:
         if self.world.is_main:
             start = time.monotonic()
             tokenizer = SubwordTokenizer.train([p.raw[0] for p in splits.train], [p.raw[1] for p in splits.train],
-                                               data.vocab_size, data.subword_type)
-            logger.info("subword models (SentencePiece %s, %d pieces a side) learned in %.1f s",
-                        data.subword_type, data.vocab_size, time.monotonic() - start)
+                                               data.vocab_size, data.subword_type, data.joint_vocab)
+            logger.info("subword model%s (SentencePiece %s, %d pieces%s) learned in %.1f s",
+                        "" if data.joint_vocab else "s", data.subword_type, data.vocab_size,
+                        ", both languages" if data.joint_vocab else " a side", time.monotonic() - start)
             models = tokenizer.models
         tokenizer = SubwordTokenizer(*distributed.from_main(models, self.world))
         return (tokenizer, *tokenizer.vocabularies())

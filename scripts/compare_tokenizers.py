@@ -3,7 +3,7 @@ takes to learn each, how long the sequences get (the decoder's steps, so the tra
 many training pairs a length limit drops, and whether the test split round-trips and stays free
 of <unk>. The word vocabulary is the reference row.
 
-    python scripts/compare_tokenizers.py [--data PATH] [--sizes 4000 8000 16000] [--types unigram bpe]
+    python scripts/compare_tokenizers.py [--data PATH] [--sizes 4000 8000 16000] [--types unigram bpe] [--joint]
 """
 
 from __future__ import annotations
@@ -42,6 +42,7 @@ def main() -> None:
     parser.add_argument("--sizes", type=int, nargs="+", default=[4000, 8000, 16000])
     parser.add_argument("--types", nargs="+", default=["unigram", "bpe"])
     parser.add_argument("--max-len", type=int, default=24, help="the length limit whose drop rate is shown")
+    parser.add_argument("--joint", action="store_true", help="also one model for both languages")
     args = parser.parse_args()
     splits = load_splits(resolve_corpus(args.data, DataConfig()))
     print(f"training split: {len(splits.train):,} pairs; test: {len(splits.test):,}")
@@ -52,14 +53,15 @@ def main() -> None:
     words = Vocab.build((p.src for p in splits.train), 2), Vocab.build((p.tgt for p in splits.train), 2)
     print(describe("word (min_freq 2, lowercased)", WordTokenizer(), splits, args.max_len,
                    time.perf_counter() - start, *words))
-    for kind in args.types:
-        for size in args.sizes:
-            start = time.perf_counter()
-            tokenizer = SubwordTokenizer.train([p.raw[0] for p in splits.train], [p.raw[1] for p in splits.train],
-                                               size, kind)
-            seconds = time.perf_counter() - start
-            print(describe(f"SentencePiece {kind} {size:,}", tokenizer, splits, args.max_len, seconds,
-                           *tokenizer.vocabularies()), flush=True)
+    for joint in (False, True) if args.joint else (False,):
+        for kind in args.types:
+            for size in args.sizes:
+                start = time.perf_counter()
+                tokenizer = SubwordTokenizer.train([p.raw[0] for p in splits.train], [p.raw[1] for p in splits.train],
+                                                   size, kind, joint)
+                seconds = time.perf_counter() - start
+                print(describe(f"SentencePiece {kind} {size:,}{' joint' if joint else ''}", tokenizer, splits,
+                               args.max_len, seconds, *tokenizer.vocabularies()), flush=True)
 
 
 if __name__ == "__main__":

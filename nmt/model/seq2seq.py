@@ -47,6 +47,12 @@ def build_model(cfg: ModelConfig, src_vocab: Vocab, tgt_vocab: Vocab) -> Seq2Seq
                       num_layers=cfg.num_layers, dropout=cfg.dropout, attention=cfg.attention,
                       pad_id=tgt_vocab.pad_id, input_feeding=cfg.input_feeding,
                       tie_embeddings=cfg.tie_embeddings)
+    if cfg.share_embeddings:  # one vocabulary for both languages: a name is one row for both sides
+        if src_vocab != tgt_vocab:
+            raise ValueError("model.share_embeddings needs the same source and target vocabulary")
+        decoder.embedding.weight = encoder.embedding.weight
+        if cfg.tie_embeddings:  # fairseq's share_all_embeddings: the output projection too
+            decoder.out.weight = encoder.embedding.weight
     model = Seq2Seq(encoder, decoder)
     if cfg.init_uniform > 0:
         for param in model.parameters():

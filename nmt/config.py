@@ -39,6 +39,13 @@ def _non_negative(section: str, **values: float) -> None:
             raise ConfigError(f"{section}.{key} must be >= 0 (got {value})")
 
 
+def _one_of(section: str, choices: tuple[str, ...], **values: str) -> None:
+    for key, value in values.items():
+        if value not in choices:
+            raise ConfigError(f"Invalid setting for `{section}.{key}`: {value!r}. "
+                              f"Valid choices: {{{', '.join(choices)}}}")
+
+
 @dataclass(frozen=True)
 class DataConfig:
     path: str | None = None  # zip or fra.txt; None: $NMT_CORPUS, then data/fra-eng.zip, then download
@@ -54,12 +61,8 @@ class DataConfig:
 
     def __post_init__(self) -> None:
         _positive("data", min_freq=self.min_freq, vocab_size=self.vocab_size)
-        if self.tokenizer not in TOKENIZERS:
-            raise ConfigError(f"Invalid setting for `data.tokenizer`: {self.tokenizer!r}. "
-                              f"Valid choices: {{{', '.join(TOKENIZERS)}}}")
-        if self.subword_type not in SUBWORD_TYPES:
-            raise ConfigError(f"Invalid setting for `data.subword_type`: {self.subword_type!r}. "
-                              f"Valid choices: {{{', '.join(SUBWORD_TYPES)}}}")
+        _one_of("data", TOKENIZERS, tokenizer=self.tokenizer)
+        _one_of("data", SUBWORD_TYPES, subword_type=self.subword_type)
         if self.num_pairs is not None:
             _positive("data", num_pairs=self.num_pairs)
         if self.max_len < 2:
@@ -91,9 +94,7 @@ class ModelConfig:
         if self.tie_embeddings and self.embed_size != self.hidden_size:
             raise ConfigError(f"model.tie_embeddings needs model.embed_size == model.hidden_size "
                               f"({self.embed_size} != {self.hidden_size})")
-        if self.attention not in ATTENTION_TYPES:
-            raise ConfigError(f"Invalid setting for `model.attention`: {self.attention!r}. "
-                              f"Valid choices: {{{', '.join(ATTENTION_TYPES)}}}")
+        _one_of("model", ATTENTION_TYPES, attention=self.attention)
 
 
 @dataclass(frozen=True)
@@ -132,17 +133,11 @@ class TrainConfig:
         _positive("train", lr_decay_patience=self.lr_decay_patience)
         if not 0 < self.lr_decay_factor < 1:
             raise ConfigError(f"train.lr_decay_factor must be in (0, 1) (got {self.lr_decay_factor})")
-        if self.lr_schedule not in LR_SCHEDULES:
-            raise ConfigError(f"Invalid setting for `train.lr_schedule`: {self.lr_schedule!r}. "
-                              f"Valid choices: {{{', '.join(LR_SCHEDULES)}}}")
+        _one_of("train", LR_SCHEDULES, lr_schedule=self.lr_schedule)
         if not 0 <= self.label_smoothing < 1:
             raise ConfigError(f"train.label_smoothing must be in [0, 1) (got {self.label_smoothing})")
-        if self.precision not in PRECISIONS:
-            raise ConfigError(f"Invalid setting for `train.precision`: {self.precision!r}. "
-                              f"Valid choices: {{{', '.join(PRECISIONS)}}}")
-        if self.device not in DEVICES:
-            raise ConfigError(f"Invalid setting for `train.device`: {self.device!r}. "
-                              f"Valid choices: {{{', '.join(DEVICES)}}}")
+        _one_of("train", PRECISIONS, precision=self.precision)
+        _one_of("train", DEVICES, device=self.device)
 
 
 @dataclass(frozen=True)

@@ -55,7 +55,7 @@ TOKENIZER = WhitespaceTokenizer()
 
 def legacy_form(text: str) -> str:
     """Lowercased and tokenized as the word model writes: what the legacy BLEU compares."""
-    return " ".join(TOKENIZER.tokenize(text))
+    return TOKENIZER.detokenize(TOKENIZER.tokenize(text))
 
 
 def english_source(text: str) -> str:
@@ -92,7 +92,7 @@ class WordTokenizer:
         return french_text(tokens)
 
     def legacy_text(self, tokens: Sequence[str]) -> str:
-        return " ".join(tokens)
+        return TOKENIZER.detokenize(list(tokens))
 
     def save(self, run_dir: Path) -> None:
         """The word vocabularies travel in the checkpoint; nothing else to keep."""

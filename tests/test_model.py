@@ -162,3 +162,24 @@ def test_lstm_cells_path_applies_inter_layer_dropout_only_in_training():
     rnn.train()  # the top layer's input is dropped out: its output changes, the first layer's does not
     out, (h_train, _) = lstm_cells_step(rnn, x, state)
     assert torch.allclose(h_train[0], h[0], atol=1e-6) and not torch.allclose(out, expected.squeeze(1))
+
+
+def test_small_inference_steps_take_the_cells_path_on_cpu(monkeypatch):
+    """Few rows and no gradient (serving one sentence, say): fused cells, measured faster there;
+    training steps and large decoding batches keep nn.LSTM."""
+    import nmt.model.decoder as decoder
+
+    calls = []
+    original = decoder.lstm_cells_step
+    monkeypatch.setattr(decoder, "lstm_cells_step", lambda *args: calls.append(1) or original(*args))
+    model = _model().eval()
+    src, src_lens = torch.tensor([[5, 6, 7, 2], [8, 2, 0, 0]]), torch.tensor([4, 2])
+    greedy(model, src, src_lens, VOCAB.bos_id, VOCAB.eos_id, torch.tensor([3, 3]))
+    assert calls
+    calls.clear()
+    model(src, src_lens, torch.tensor([[1, 9, 10], [1, 12, 0]])).sum().backward()
+    rows = decoder.CPU_CELLS_MAX_ROWS + 1
+    with torch.inference_mode():
+        greedy(model, src[:1].repeat(rows, 1), src_lens[:1].repeat(rows), VOCAB.bos_id, VOCAB.eos_id,
+               torch.full((rows,), 3))
+    assert not calls

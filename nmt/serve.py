@@ -98,8 +98,9 @@ class QueueFull(Exception):
 
 class BatchingQueue:
     """One worker thread owns the translator. It takes the oldest job, waits up to `max_wait_s`
-    for more (up to `max_batch` sentences), decodes each group of equal options in one call and
-    hands every job its own slice. At most `max_pending` texts wait; beyond that `submit` refuses."""
+    for more (up to `max_batch` sentences; no wait when the last batch held one request alone),
+    decodes each group of equal options in one call and hands every job its own slice. At most
+    `max_pending` texts wait; beyond that `submit` refuses."""
 
     def __init__(self, translator: Translator, max_batch: int, max_wait_s: float, max_pending: int):
         self.translator, self.max_batch, self.max_wait_s, self.max_pending = (
@@ -108,6 +109,7 @@ class BatchingQueue:
         self.pending = 0
         self.lock = threading.Lock()
         self.batches = 0  # decoder calls made, for /health and the tests
+        self.last_jobs = 0  # requests in the last batch
         self.worker = threading.Thread(target=self._run, name="nmt-batcher", daemon=True)
         self.worker.start()
 
@@ -126,7 +128,9 @@ class BatchingQueue:
 
     def _collect(self, first: Job) -> tuple[list[Job], bool]:
         jobs, size = [first], len(first.texts)
-        deadline = time.monotonic() + self.max_wait_s
+        # A caller whose last batch was its alone (one user typing) does not wait for company.
+        wait = self.max_wait_s if self.last_jobs != 1 else 0.0
+        deadline = time.monotonic() + wait
         while size < self.max_batch:
             try:
                 job = self.jobs.get(timeout=max(deadline - time.monotonic(), 0))
@@ -145,6 +149,7 @@ class BatchingQueue:
             if first is None:
                 break
             jobs, stop = self._collect(first)
+            self.last_jobs = len(jobs)
             groups: dict[Options, list[Job]] = {}
             for job in jobs:
                 groups.setdefault(job.options, []).append(job)

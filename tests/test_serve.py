@@ -173,6 +173,18 @@ def test_queue_batches_concurrent_jobs_and_each_gets_its_own(translator):
     assert [translator.text(r.hyps[0].tokens) for r in results[-1]] == expected[:2]
 
 
+def test_a_lone_caller_does_not_wait_for_company(translator):
+    queue = BatchingQueue(translator, max_batch=64, max_wait_s=3.0, max_pending=100)
+    try:
+        queue.submit([SENTENCES[0]], Options(1, 1)).result(timeout=30)  # waits: company may come
+        start = time.monotonic()
+        queue.submit([SENTENCES[1]], Options(1, 1)).result(timeout=30)
+        alone = time.monotonic() - start
+    finally:
+        queue.close()
+    assert alone < 2.0  # its last batch held one request: decoded at once, not after 3 s
+
+
 def test_full_queue_answers_503_with_retry_after(translator, run, monkeypatch):
     gate, entered = threading.Event(), threading.Event()
     original = Translator.translate_nbest

@@ -128,7 +128,7 @@ class BatchingQueue:
 
     def _collect(self, first: Job) -> tuple[list[Job], bool]:
         jobs, size = [first], len(first.texts)
-        # A caller whose last batch was its alone (one user typing) does not wait for company.
+        # After a batch that held one request alone (one person typing), no wait for company.
         wait = self.max_wait_s if self.last_jobs != 1 else 0.0
         deadline = time.monotonic() + wait
         while size < self.max_batch:

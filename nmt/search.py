@@ -83,6 +83,11 @@ def _length_penalty(length: int, alpha: float) -> float:
     return float(length) ** alpha
 
 
+def hypothesis(tokens: list[int], score: float, length_penalty: float) -> Hypothesis:
+    """A finished output with its score normalized over its length, <eos> counted."""
+    return Hypothesis(tokens, score, score / _length_penalty(len(tokens) + 1, length_penalty))
+
+
 def _expand(scores: torch.Tensor, logits: torch.Tensor, forced: torch.Tensor, eos_id: int, beam_size: int
             ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """Score every (beam, token) continuation and keep the 2k best of each sentence.
@@ -138,8 +143,7 @@ def beam_search(model: Seq2Seq, src: torch.Tensor, src_lens: torch.Tensor, bos_i
                     break
                 if token == eos_id:
                     if rank < k:  # only an <eos> among the k best ends a hypothesis
-                        tokens = history[sent][beam]
-                        finished[sent].append(Hypothesis(tokens, s, s / _length_penalty(len(tokens) + 1, length_penalty)))
+                        finished[sent].append(hypothesis(history[sent][beam], s, length_penalty))
                     continue
                 new_scores.append(s)
                 new_beams.append(i * k + beam)

@@ -11,7 +11,7 @@ from nmt.checkpoint import LoadedModel
 from nmt.config import DecodeConfig
 from nmt.data import pad
 from nmt.model import Seq2Seq
-from nmt.search import Hypothesis, beam_search, forced_attention, greedy
+from nmt.search import Hypothesis, beam_search, forced_attention, greedy, hypothesis
 from nmt.tokenizer import Tokenizer, WordTokenizer
 from nmt.vocab import EOS, Vocab
 
@@ -66,7 +66,7 @@ class Translator:
                 scores: list[float] | None = [] if scored else None
                 outputs, _ = greedy(self.model, src, src_lens, bos, eos, max_lens, banned_id=self.banned_id,
                                     scores=scores)
-                hyps = [[self._greedy_hypothesis(o, scores[j] if scores is not None else float("nan"))]
+                hyps = [[hypothesis(o, scores[j] if scores is not None else float("nan"), self.cfg.length_penalty)]
                         for j, o in enumerate(outputs)]
             else:
                 hyps = beam_search(self.model, src, src_lens, bos, eos, max_lens, max(beam_size, nbest),
@@ -74,9 +74,6 @@ class Translator:
             for i, h in zip(indices, hyps):
                 results[i] = h
         return results
-
-    def _greedy_hypothesis(self, output: list[int], score: float) -> Hypothesis:
-        return Hypothesis(output, score, score / float(len(output) + 1) ** self.cfg.length_penalty)
 
     def translate_tokens(self, sources: Sequence[list[str]], beam_size: int | None = None,
                          first_line: int = 1) -> list[list[str]]:

@@ -330,8 +330,8 @@ def create_app(translator: Translator, settings: ServeSettings, info: dict[str, 
         texts = [item.src for item in items]
         options = service.check(texts, None, 1)
         results = await service.translate(texts, options)
-        return [[{"src": t, "tgt": translator.text(r.hyps[0].tokens) if r.hyps else "", "n_best": 1,
-                  "pred_score": round(r.hyps[0].normalized, 4) if r.hyps else None} for t, r in zip(texts, results)]]
+        entries = [service.entry(t, r, 1) for t, r in zip(texts, results)]
+        return [[{"src": e["src"], "tgt": e["tgt"], "n_best": 1, "pred_score": e["score"]} for e in entries]]
 
     @app.get("/translator/models")
     async def models() -> list[dict[str, Any]]:

@@ -147,7 +147,7 @@ def main() -> None:
     sentences = group_references(splits.test).sources
     # Offline decoding is timed before and after the load levels and the mean is the reference:
     # on a shared (virtual) machine the speed drifts by 10-20% over minutes.
-    translator = Translator.from_loaded(load_model(str(loaded.path)), torch.device("cpu"))
+    translator = Translator.from_loaded(loaded, torch.device("cpu"))
     offline_before, outputs = offline(translator, sentences, args.beam)
     port = free_port()
     url = f"http://127.0.0.1:{port}"

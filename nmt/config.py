@@ -7,6 +7,7 @@ Unknown keys, missing required keys, wrong types and out-of-range values all rai
 from __future__ import annotations
 
 import dataclasses
+import re
 import types
 import typing
 from dataclasses import dataclass, field, fields
@@ -25,6 +26,8 @@ PRECISIONS = ("auto", "fp32", "bf16")
 LR_SCHEDULES = ("constant", "plateau", "linear")
 TOKENIZERS = ("word", "subword")
 SUBWORD_TYPES = ("unigram", "bpe")
+# A language code as it names files (PREFIX.en) and sacreBLEU tokenizers: letters, then -REGION.
+LANGUAGE_CODE = re.compile(r"[A-Za-z]{2,8}(-[A-Za-z0-9]{1,8})?")
 
 
 def _positive(section: str, **values: float) -> None:
@@ -48,9 +51,12 @@ def _one_of(section: str, choices: tuple[str, ...], **values: str) -> None:
 
 @dataclass(frozen=True)
 class DataConfig:
-    path: str | None = None  # zip or fra.txt; None: $NMT_CORPUS, then data/fra-eng.zip, then download
+    path: str | None = None  # a zip, a tab-separated file, or PREFIX of PREFIX.<src_lang> + PREFIX.<tgt_lang>
     url: str = D2L_URL
-    sha1: str = D2L_SHA1  # checksum of the downloaded zip
+    sha1: str | None = D2L_SHA1  # checksum of the downloaded zip; null: no check
+    src_lang: str = "en"  # the language of the corpus's first column (or of PREFIX.<src_lang>)
+    tgt_lang: str = "fr"  # the language of its second column
+    reverse: bool = False  # translate from tgt_lang into src_lang (French to English from fra.txt)
     num_pairs: int | None = None  # keep only the first N lines of the corpus (d2l's num_examples)
     max_len: int = 20  # tokens per side including <eos>; longer training pairs are dropped
     min_freq: int = 2  # word tokenizer: rarer words are <unk>; also defines the rare-word test subset
@@ -67,6 +73,22 @@ class DataConfig:
             _positive("data", num_pairs=self.num_pairs)
         if self.max_len < 2:
             raise ConfigError(f"data.max_len must be >= 2 (got {self.max_len})")
+        for key in ("src_lang", "tgt_lang"):
+            if not LANGUAGE_CODE.fullmatch(getattr(self, key)):
+                raise ConfigError(f"data.{key} must be a language code such as en, fr or pt-BR "
+                                  f"(got {getattr(self, key)!r})")
+        if self.src_lang == self.tgt_lang:
+            raise ConfigError(f"data.src_lang and data.tgt_lang must differ (both {self.src_lang!r})")
+
+    @property
+    def source_lang(self) -> str:
+        """The language the model reads: src_lang, or tgt_lang with `reverse`."""
+        return self.tgt_lang if self.reverse else self.src_lang
+
+    @property
+    def target_lang(self) -> str:
+        """The language the model writes."""
+        return self.src_lang if self.reverse else self.tgt_lang
 
 
 @dataclass(frozen=True)

@@ -1,10 +1,11 @@
 """Tokenizers: text <-> the tokens the vocabularies number, in two kinds.
 
 - `word`: d2l's preprocessing (lowercase, punctuation split off) and whitespace splitting; the
-  seed's design, kept for `configs/d2l.yaml`. Unseen words become <unk>.
+  seed's design, kept for `configs/d2l.yaml`. Unseen words become <unk>. Output gets the target
+  language's punctuation spacing and a capital first letter.
 - `subword`: a SentencePiece model per language, learned from the training split alone, on
   cased, untokenized text. Byte fallback spells any character it has no piece for, so no input
-  ever becomes <unk>; the pieces decode back to plain text with the corpus's spacing.
+  ever becomes <unk>; the pieces decode back to plain text with the corpus's spacing, in any language.
 
 Both present the same face to the data pipeline, the translator and the evaluation.
 """
@@ -19,16 +20,24 @@ from typing import Protocol
 
 import sentencepiece as spm
 
+from nmt.config import DataConfig
 from nmt.errors import CheckpointError, ConfigError
 from nmt.vocab import BOS, EOS, PAD, UNK, Vocab
 
 # d2l's `no_space` rule: a space goes before , . ! ? unless the previous character already is one.
 _PUNCT_WITHOUT_SPACE = re.compile(r"(?<=[^ ])([,.!?])")
-# English puts no space before these: "Go ." is someone's pre-tokenized "Go.".
-_SPACE_BEFORE_PUNCT = re.compile(r"\s+([,.!?;:])")
-# French output of the word model: , and . attach to the word before; ! ? ; : keep their space.
-_FRENCH_ATTACHED = re.compile(r" ([,.)])")
-_FRENCH_OPENING = re.compile(r"([(]) ")
+# Languages whose typography sets ! ? ; : apart with a space (French); the others attach them.
+SPACED_PUNCTUATION = {"fr"}
+# The spaces a typist may put before punctuation that the language attaches ("Go ." is "Go.").
+_SPACE_BEFORE_ATTACHED = {True: re.compile(r"\s+([,.])"), False: re.compile(r"\s+([,.!?;:])")}
+# Word-model output: which punctuation attaches to the word before, and "(" to the word after.
+_ATTACHED_TOKEN = {True: re.compile(r" ([,.)])"), False: re.compile(r" ([,.)!?;:])")}
+_OPENING = re.compile(r"([(]) ")
+
+
+def spaces_punctuation(lang: str) -> bool:
+    """Whether `lang` puts a space before ! ? ; : (fr, fr-CA), as French typography does."""
+    return lang.split("-")[0].lower() in SPACED_PUNCTUATION
 
 
 class WhitespaceTokenizer:
@@ -58,20 +67,23 @@ def legacy_form(text: str) -> str:
     return TOKENIZER.detokenize(TOKENIZER.tokenize(text))
 
 
-def english_source(text: str) -> str:
-    """The input as English writes it, whatever spacing it came with ("Go ." -> "Go.")."""
-    return _SPACE_BEFORE_PUNCT.sub(r"\1", " ".join(text.split()))
+def source_text(text: str, lang: str) -> str:
+    """The input as its language writes it, whatever spacing it came with: in English "Go ." is
+    "Go."; in French only the space before , and . goes ("Va !" keeps its own)."""
+    return _SPACE_BEFORE_ATTACHED[spaces_punctuation(lang)].sub(r"\1", " ".join(text.split()))
 
 
-def french_text(tokens: Sequence[str]) -> str:
-    """Word-model output as a French sentence: punctuation spacing, a capital first letter."""
-    text = _FRENCH_OPENING.sub(r"\1", _FRENCH_ATTACHED.sub(r"\1", " ".join(tokens)))
+def word_text(tokens: Sequence[str], lang: str) -> str:
+    """Word-model output as a sentence of `lang`: its punctuation spacing, a capital first letter."""
+    text = _OPENING.sub(r"\1", _ATTACHED_TOKEN[spaces_punctuation(lang)].sub(r"\1", " ".join(tokens)))
     return text[:1].upper() + text[1:]
 
 
 class Tokenizer(Protocol):
     kind: str
     ban_unk: bool  # decoding never emits <unk>: it is no training target, so it is banned outright
+    source_lang: str  # the language the model reads (its input is normalized as that language writes)
+    target_lang: str  # the language it writes (word output is spaced as that language punctuates)
 
     def source_tokens(self, texts: Sequence[str]) -> list[list[str]]: ...
     def target_tokens(self, texts: Sequence[str]) -> list[list[str]]: ...
@@ -83,13 +95,16 @@ class Tokenizer(Protocol):
 class WordTokenizer:
     kind, ban_unk = "word", False
 
+    def __init__(self, source_lang: str = "en", target_lang: str = "fr"):
+        self.source_lang, self.target_lang = source_lang, target_lang
+
     def source_tokens(self, texts: Sequence[str]) -> list[list[str]]:
         return [TOKENIZER.tokenize(t) for t in texts]
 
     target_tokens = source_tokens
 
     def target_text(self, tokens: Sequence[str]) -> str:
-        return french_text(tokens)
+        return word_text(tokens, self.target_lang)
 
     def legacy_text(self, tokens: Sequence[str]) -> str:
         return TOKENIZER.detokenize(list(tokens))
@@ -121,29 +136,30 @@ def train_sentencepiece(texts: Iterable[str], vocab_size: int, model_type: str) 
 class SubwordTokenizer:
     kind, ban_unk = "subword", True
 
-    def __init__(self, src_model: bytes, tgt_model: bytes):
-        self.models = (src_model, tgt_model)
+    def __init__(self, src_model: bytes, tgt_model: bytes, source_lang: str = "en", target_lang: str = "fr"):
+        self.models, self.source_lang, self.target_lang = (src_model, tgt_model), source_lang, target_lang
         self.src = spm.SentencePieceProcessor(model_proto=src_model)
         self.tgt = spm.SentencePieceProcessor(model_proto=tgt_model)
 
     @classmethod
     def train(cls, src_texts: Sequence[str], tgt_texts: Sequence[str], vocab_size: int,
-              model_type: str, joint: bool = False) -> SubwordTokenizer:
+              model_type: str, joint: bool = False, source_lang: str = "en",
+              target_lang: str = "fr") -> SubwordTokenizer:
         """A model per language, or with `joint` one model learned on both (the same bytes serve
-        both sides), so that a name or a number is cut into the same pieces in English and French."""
-        english = [english_source(t) for t in src_texts]
+        both sides), so that a name or a number is cut into the same pieces in both languages."""
+        sources = [source_text(t, source_lang) for t in src_texts]
         if joint:
-            model = train_sentencepiece([*english, *tgt_texts], vocab_size, model_type)
-            return cls(model, model)
-        return cls(train_sentencepiece(english, vocab_size, model_type),
-                   train_sentencepiece(tgt_texts, vocab_size, model_type))
+            model = train_sentencepiece([*sources, *tgt_texts], vocab_size, model_type)
+            return cls(model, model, source_lang, target_lang)
+        return cls(train_sentencepiece(sources, vocab_size, model_type),
+                   train_sentencepiece(tgt_texts, vocab_size, model_type), source_lang, target_lang)
 
     def vocabularies(self) -> tuple[Vocab, Vocab]:
         return tuple(Vocab([p.id_to_piece(i) for i in range(p.get_piece_size())])  # type: ignore[return-value]
                      for p in (self.src, self.tgt))
 
     def source_tokens(self, texts: Sequence[str]) -> list[list[str]]:
-        return self.src.encode([english_source(t) for t in texts], out_type=str)
+        return self.src.encode([source_text(t, self.source_lang) for t in texts], out_type=str)
 
     def target_tokens(self, texts: Sequence[str]) -> list[list[str]]:
         return self.tgt.encode(list(texts), out_type=str)
@@ -159,23 +175,23 @@ class SubwordTokenizer:
             (run_dir / name).write_bytes(model)
 
     @classmethod
-    def load(cls, run_dir: Path) -> SubwordTokenizer:
+    def load(cls, run_dir: Path, source_lang: str = "en", target_lang: str = "fr") -> SubwordTokenizer:
         paths = [run_dir / name for name in SUBWORD_FILES]
         missing = [str(p) for p in paths if not p.is_file()]
         if missing:
             raise CheckpointError(f"{missing[0]}: the subword model is missing from the run directory; "
                                   f"copy the run directory whole (the checkpoint needs its *.spm.model files)")
         try:
-            return cls(*(p.read_bytes() for p in paths))
+            return cls(*(p.read_bytes() for p in paths), source_lang, target_lang)
         except (RuntimeError, OSError) as e:
             raise CheckpointError(f"{run_dir}: cannot read its subword models ({str(e).strip()[:200]})") from None
 
 
-def load_tokenizer(kind: str, run_dir: Path, src_vocab: Vocab, tgt_vocab: Vocab) -> Tokenizer:
+def load_tokenizer(data: DataConfig, run_dir: Path, src_vocab: Vocab, tgt_vocab: Vocab) -> Tokenizer:
     """The tokenizer a checkpoint was trained with, checked against its vocabularies."""
-    if kind == "word":
-        return WordTokenizer()
-    tokenizer = SubwordTokenizer.load(run_dir)
+    if data.tokenizer == "word":
+        return WordTokenizer(data.source_lang, data.target_lang)
+    tokenizer = SubwordTokenizer.load(run_dir, data.source_lang, data.target_lang)
     for side, built, stored in zip(("source", "target"), tokenizer.vocabularies(), (src_vocab, tgt_vocab)):
         if built != stored:
             raise CheckpointError(f"{run_dir}: the {side} subword model does not match the checkpoint's "

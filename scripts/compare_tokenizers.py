@@ -14,7 +14,7 @@ import time
 import unicodedata
 
 from nmt.config import DataConfig
-from nmt.corpus import load_splits, resolve_corpus
+from nmt.corpus import load_corpus
 from nmt.data import pair_tokens
 from nmt.metrics import group_references
 from nmt.tokenizer import SubwordTokenizer, WordTokenizer
@@ -44,7 +44,7 @@ def main() -> None:
     parser.add_argument("--max-len", type=int, default=24, help="the length limit whose drop rate is shown")
     parser.add_argument("--joint", action="store_true", help="also one model for both languages")
     args = parser.parse_args()
-    splits = load_splits(resolve_corpus(args.data, DataConfig()))
+    _, splits = load_corpus(args.data, DataConfig())
     print(f"training split: {len(splits.train):,} pairs; test: {len(splits.test):,}")
     print("| tokenizer | vocab en / fr | learn s | mean tokens en / fr | longest en / fr | "
           f"pairs over {args.max_len} | test sources with <unk> | test refs round-trip |")

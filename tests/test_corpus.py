@@ -56,9 +56,10 @@ def test_bad_corpus_files_give_clear_errors(tmp_path):
     with pytest.raises(DataError, match="not a valid zip"):
         read_lines(corrupt)
     empty_zip = tmp_path / "nofra.zip"
-    with zipfile.ZipFile(empty_zip, "w") as z:
-        z.writestr("fra-eng/other.txt", "x")
-    with pytest.raises(DataError, match="holds no fra.txt"):
+    with zipfile.ZipFile(empty_zip, "w") as z:  # a zip's one text file of pairs is read, whatever its name
+        z.writestr("fra-eng/_about.txt", "x")
+        z.writestr("fra-eng/notes.md", "x")
+    with pytest.raises(DataError, match="holds no text file of sentence pairs"):
         read_lines(empty_zip)
     latin1 = tmp_path / "latin1.txt"
     latin1.write_bytes("Go.\tVa !\nCafé.\tCafé.\n".encode("latin-1"))

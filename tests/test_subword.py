@@ -9,7 +9,7 @@ import yaml
 from typer.testing import CliRunner
 
 from nmt.cli import app
-from nmt.tokenizer import SubwordTokenizer, english_source, french_text, legacy_form
+from nmt.tokenizer import SubwordTokenizer, legacy_form, source_text, word_text
 from nmt.vocab import SPECIALS
 
 from conftest import TINY, toy_lines, write_corpus_zip
@@ -55,15 +55,15 @@ def test_no_input_of_known_characters_becomes_unk(tokenizer):
 
 
 def test_input_needs_no_pretokenization(tokenizer):
-    assert english_source("Go .") == english_source("Go.") == "Go."
-    assert english_source("  Wait ,  what ?") == "Wait, what?"
+    assert source_text("Go .", "en") == source_text("Go.", "en") == "Go."
+    assert source_text("  Wait ,  what ?", "en") == "Wait, what?"
     assert tokenizer.source_tokens(["I see a cat ."]) == tokenizer.source_tokens(["I see a cat."])
 
 
 def test_word_output_becomes_french_text_and_back():
-    assert french_text(["va", "!"]) == "Va !"
-    assert french_text(["non", ",", "merci", "."]) == "Non, merci."
-    assert french_text(["qu'est-ce", "que", "c'est", "?"]) == "Qu'est-ce que c'est ?"
+    assert word_text(["va", "!"], "fr") == "Va !"
+    assert word_text(["non", ",", "merci", "."], "fr") == "Non, merci."
+    assert word_text(["qu'est-ce", "que", "c'est", "?"], "fr") == "Qu'est-ce que c'est ?"
     assert legacy_form("Non, merci.") == "non , merci ."
     assert legacy_form("Cours\u202f!") == "cours !"
 

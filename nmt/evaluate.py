@@ -1,24 +1,30 @@
 """`nmt eval`: a checkpoint's loss, and its BLEU and chrF on a split.
 
-The data flows one way: config and checkpoint -> corpus and data -> loss and search -> scores.
+The data flows one way: config and checkpoint -> corpus and data -> `validation.validate` (the
+routine training validates with) -> the extras only evaluation reports: the rare-word subset,
+the shares of outputs with <unk> and of numbers copied, and the hypotheses file.
 Nothing here imports training.
 """
 
 from __future__ import annotations
 
 import math
-import time
+import re
+from collections import Counter
 from collections.abc import Sequence
 
 from nmt.checkpoint import load_model
-from nmt.corpus import Pair, load_splits, resolve_corpus
+from nmt.corpus import Pair, load_corpus
 from nmt.data import encode_pairs
 from nmt.errors import DataError
 from nmt.loss import validation_loss
 from nmt.metrics import References, group_references, score
 from nmt.runtime import resolve_device
 from nmt.translator import Translator
+from nmt.validation import validate
 from nmt.vocab import UNK, Vocab
+
+_NUMBER = re.compile(r"\d+")
 
 
 def rare_word_sources(references: References, train: Sequence[Pair], min_freq: int) -> tuple[list[bool], int]:
@@ -28,49 +34,57 @@ def rare_word_sources(references: References, train: Sequence[Pair], min_freq: i
     return [any(w not in words.stoi for w in src) for src in references.source_words], len(words)
 
 
+def numbers_copied(source: str, output: str) -> bool:
+    """Whether every run of digits in `source` comes out unchanged in `output` (as often as it occurs):
+    3 -> 3, 1987 -> 1987, 10:30 -> 10 h 30; not 1987 -> 1978, nor 3 -> trois."""
+    return not Counter(_NUMBER.findall(source)) - Counter(_NUMBER.findall(output))
+
+
 def evaluate_checkpoint(checkpoint: str | None, split: str, bleu: bool, device_name: str,
                         data_path: str | None, beam_size: int | None = None) -> list[str]:
     """Score a checkpoint on a split; returns the result lines and writes the hypotheses
     beside the checkpoint (`hyps.<split>.<search>.txt`, one per unique source sentence)."""
     device = resolve_device(device_name)
     loaded = load_model(checkpoint, device)
-    splits = load_splits(resolve_corpus(data_path, loaded.cfg.data), loaded.cfg.data.num_pairs)
+    translator, tokenizer = Translator.from_loaded(loaded, device), loaded.tokenizer
+    _, splits = load_corpus(data_path, loaded.cfg.data)
     pairs = getattr(splits, split)
     if not pairs:
         raise DataError(f"the {split} split is empty")
-    vocab, tokenizer = loaded.tgt_vocab, loaded.tokenizer
-    examples = encode_pairs(pairs, loaded.src_vocab, vocab, tokenizer=tokenizer)
-    loss = validation_loss(loaded.model, examples, loaded.cfg.decode.batch_size, vocab.pad_id,
-                           vocab.bos_id, device)
+    examples = encode_pairs(pairs, loaded.src_vocab, loaded.tgt_vocab, tokenizer=tokenizer)
     refs = group_references(pairs)
-    lines = [f"checkpoint {loaded.path} ({tokenizer.kind} tokenizer) | {split}: {len(refs.sources):,} sources, "
-             f"{len(pairs):,} pairs",
-             f"loss {loss:.3f} | ppl {math.exp(min(loss, 50)):.2f} (per {tokenizer.kind} token)"]
+    head = (f"checkpoint {loaded.path} ({tokenizer.kind} tokenizer, {tokenizer.source_lang} -> "
+            f"{tokenizer.target_lang}) | {split}: {len(refs.sources):,} sources, {len(pairs):,} pairs")
     if not bleu:
-        return lines
+        vocab = loaded.tgt_vocab
+        loss = validation_loss(loaded.model, examples, loaded.cfg.decode.batch_size, vocab.pad_id, vocab.bos_id, device)
+        return [head, f"loss {loss:.3f} | ppl {math.exp(min(loss, 50)):.2f} (per {tokenizer.kind} token)"]
     beam_size = beam_size or loaded.cfg.decode.beam_size
-    start = time.perf_counter()
-    outputs = Translator.from_loaded(loaded, device).translate_tokens(tokenizer.source_tokens(refs.sources),
-                                                                      beam_size)
-    seconds = time.perf_counter() - start
-    hyps = [tokenizer.target_text(t) for t in outputs]
-    legacy = [tokenizer.legacy_text(t) for t in outputs]
-    has_unk = [UNK in t for t in outputs]
-    rare, words = rare_word_sources(refs, splits.train, loaded.cfg.data.min_freq)
-    rare_refs = refs.subset(rare)
+    result = validate(translator, examples, refs, beam_size)
+    hyps = [t.text for t in result.translations]
     search = "greedy" if beam_size == 1 else f"beam {beam_size}"
     hyp_path = loaded.path.parent / f"hyps.{split}.{search.replace(' ', '')}.txt"
     hyp_path.write_text("\n".join(hyps) + "\n", encoding="utf-8")
-    lines += [f"{search}: {score(hyps, refs.references).line()}",
-              f"{search}, lowercased and tokenized (legacy): "
-              f"{score(legacy, refs.legacy_references, tokenized=True).line()}"]
+    lines = [head, f"loss {result.loss:.3f} | ppl {math.exp(min(result.loss, 50)):.2f} (per {tokenizer.kind} token)",
+             f"{search}: {result.standard.line()}",
+             f"{search}, lowercased and tokenized (legacy): {result.legacy.line()}"]
+    rare, words = rare_word_sources(refs, splits.train, loaded.cfg.data.min_freq)
+    rare_refs = refs.subset(rare)
     if rare_refs.sources:
-        subset = score([h for h, keep in zip(hyps, rare) if keep], rare_refs.references)
+        subset = score([h for h, keep in zip(hyps, rare) if keep], rare_refs.references,
+                       target_lang=tokenizer.target_lang)
         lines.append(f"rare-word subset ({len(rare_refs.sources):,} sources with a word outside the "
                      f"{words:,}-word training vocabulary): BLEU {subset.bleu:.2f} | chrF {subset.chrf:.2f}")
+    has_unk = [UNK in t.tokens for t in result.translations]
     subset_unk = sum(u for u, keep in zip(has_unk, rare) if keep)
-    lines += [f"outputs with <unk>: {sum(has_unk):,} of {len(hyps):,} ({100 * sum(has_unk) / len(hyps):.1f}%); "
-              f"rare-word subset: {subset_unk:,} of {len(rare_refs.sources):,}",
-              f"decoded {len(refs.sources):,} sentences in {seconds:.1f} s ({len(refs.sources) / seconds:,.1f} sent/s); "
-              f"hypotheses written to {hyp_path}"]
+    lines.append(f"outputs with <unk>: {sum(has_unk):,} of {len(hyps):,} ({100 * sum(has_unk) / len(hyps):.1f}%); "
+                 f"rare-word subset: {subset_unk:,} of {len(rare_refs.sources):,}")
+    with_digits = [(src, hyp) for src, hyp in zip(refs.sources, hyps) if _NUMBER.search(src)]
+    if with_digits:
+        copied = sum(numbers_copied(src, hyp) for src, hyp in with_digits)
+        lines.append(f"numbers copied: {copied:,} of {len(with_digits):,} sources with digits "
+                     f"({100 * copied / len(with_digits):.1f}%) keep every number unchanged")
+    seconds = result.decode_seconds
+    lines.append(f"decoded {len(refs.sources):,} sentences in {seconds:.1f} s ({len(refs.sources) / seconds:,.1f} "
+                 f"sent/s); hypotheses written to {hyp_path}")
     return lines

@@ -1,8 +1,6 @@
-"""`nmt serve`: a trained model behind a JSON API and a page, with concurrent requests batched.
+"""`nmt serve`: a trained model behind a JSON API and a page, with concurrent requests batched
+by `nmt.batching.BatchingQueue`.
 
-The translator decodes many sentences in one batch about as fast as one, so requests that
-arrive together wait a few milliseconds in a bounded queue and are decoded together
-(`BatchingQueue`); each caller gets its own results, the same as `nmt translate` gives.
 FastAPI (Starlette) and uvicorn do everything at the HTTP level; this module only parses
 bodies within limits and turns every bad input into a 4xx with `{"error": "..."}`.
 """
@@ -12,12 +10,9 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-import queue
 import signal
 import socket
-import threading
 import time
-from concurrent.futures import Future
 from dataclasses import dataclass, field
 from importlib import resources
 from typing import Any
@@ -28,10 +23,10 @@ from fastapi.responses import HTMLResponse, JSONResponse
 from pydantic import BaseModel, ConfigDict, ValidationError
 from starlette.exceptions import HTTPException
 
+from nmt.batching import BatchingQueue, Options, QueueFull, Result
 from nmt.checkpoint import LoadedModel, load_model
 from nmt.errors import NmtError
 from nmt.runtime import resolve_device
-from nmt.search import Hypothesis
 from nmt.translator import Translator
 
 logger = logging.getLogger(__name__)
@@ -69,120 +64,6 @@ class ApiError(Exception):
     def __init__(self, status: int, message: str, headers: dict[str, str] | None = None):
         super().__init__(message)
         self.status, self.message, self.headers = status, message, headers
-
-
-@dataclass(frozen=True)
-class Options:
-    """What must be equal for requests to share a batch."""
-    beam: int
-    nbest: int
-
-
-@dataclass
-class Job:
-    texts: list[str]
-    options: Options
-    attention: bool = False  # also the weights behind each best translation
-    future: Future = field(default_factory=Future)
-
-
-@dataclass
-class Result:
-    hyps: list[Hypothesis]  # best first; [] for an empty source
-    attention: tuple[list[str], list[str], list[list[float]]] | None = None
-
-
-class QueueFull(Exception):
-    pass
-
-
-class BatchingQueue:
-    """One worker thread owns the translator. It takes the oldest job, waits up to `max_wait_s`
-    for more (up to `max_batch` sentences; no wait when the last batch held one request alone),
-    decodes each group of equal options in one call and hands every job its own slice. At most
-    `max_pending` texts wait; beyond that `submit` refuses."""
-
-    def __init__(self, translator: Translator, max_batch: int, max_wait_s: float, max_pending: int):
-        self.translator, self.max_batch, self.max_wait_s, self.max_pending = (
-            translator, max_batch, max_wait_s, max_pending)
-        self.jobs: queue.Queue[Job | None] = queue.Queue()
-        self.pending = 0
-        self.lock = threading.Lock()
-        self.batches = 0  # decoder calls made, for /health and the tests
-        self.last_jobs = 0  # requests in the last batch
-        self.worker = threading.Thread(target=self._run, name="nmt-batcher", daemon=True)
-        self.worker.start()
-
-    def submit(self, texts: list[str], options: Options, attention: bool = False) -> Future:
-        with self.lock:
-            if self.pending + len(texts) > self.max_pending:
-                raise QueueFull
-            self.pending += len(texts)
-        job = Job(texts, options, attention)
-        self.jobs.put(job)
-        return job.future
-
-    def close(self) -> None:
-        self.jobs.put(None)
-        self.worker.join()
-
-    def _collect(self, first: Job) -> tuple[list[Job], bool]:
-        jobs, size = [first], len(first.texts)
-        # After a batch that held one request alone (one person typing), no wait for company.
-        wait = self.max_wait_s if self.last_jobs != 1 else 0.0
-        deadline = time.monotonic() + wait
-        while size < self.max_batch:
-            try:
-                job = self.jobs.get(timeout=max(deadline - time.monotonic(), 0))
-            except queue.Empty:
-                break
-            if job is None:
-                return jobs, True
-            jobs.append(job)
-            size += len(job.texts)
-        return jobs, False
-
-    def _run(self) -> None:
-        stop = False
-        while not stop:
-            first = self.jobs.get()
-            if first is None:
-                break
-            jobs, stop = self._collect(first)
-            self.last_jobs = len(jobs)
-            groups: dict[Options, list[Job]] = {}
-            for job in jobs:
-                groups.setdefault(job.options, []).append(job)
-            for options, group in groups.items():
-                self._decode(options, group)
-            with self.lock:
-                self.pending -= sum(len(job.texts) for job in jobs)
-
-    def _decode(self, options: Options, jobs: list[Job]) -> None:
-        texts = [text for job in jobs for text in job.texts]
-        try:
-            sources = self.translator.tokenizer.source_tokens(texts)
-            hyps = self.translator.translate_nbest(sources, options.beam, options.nbest, scored=True)
-            self.batches += 1
-        except Exception as e:  # the callers get the error; the worker lives on
-            for job in jobs:
-                job.future.set_exception(e)
-            return
-        start = 0
-        for job in jobs:
-            mine = hyps[start: start + len(job.texts)]
-            start += len(job.texts)
-            try:  # the attention too is computed here: one thread owns the model
-                job.future.set_result([Result(h, self._attention(text, h) if job.attention else None)
-                                       for text, h in zip(job.texts, mine)])
-            except Exception as e:
-                job.future.set_exception(e)
-
-    def _attention(self, text: str, hyps: list[Hypothesis]) -> tuple[list[str], list[str], list[list[float]]] | None:
-        if not hyps:
-            return None
-        src_tokens, out_tokens, weights = self.translator.attention_of(text, hyps[0].tokens)
-        return src_tokens, out_tokens, [[round(w, 4) for w in row] for row in weights.tolist()]
 
 
 def _first_error(error: ValidationError) -> str:
@@ -254,15 +135,15 @@ class Service:
         return await asyncio.wrap_future(future)
 
     def entry(self, text: str, result: Result, nbest: int) -> dict[str, Any]:
-        translator, hyps = self.translator, result.hyps
-        best = hyps[0] if hyps else None
-        out: dict[str, Any] = {"src": text, "tgt": translator.text(best.tokens) if best else "",
-                               "score": round(best.normalized, 4) if best else None}
+        best = result.translations[0] if result.translations else None
+        out: dict[str, Any] = {"src": text, "tgt": best.text if best else "",
+                               "score": round(best.score, 4) if best else None}
         if nbest > 1:
-            out["nbest"] = [{"tgt": translator.text(h.tokens), "score": round(h.normalized, 4)} for h in hyps]
+            out["nbest"] = [{"tgt": t.text, "score": round(t.score, 4)} for t in result.translations]
         if result.attention is not None:
             src_tokens, out_tokens, weights = result.attention
-            out["attention"] = {"src_tokens": src_tokens, "tgt_tokens": out_tokens, "weights": weights}
+            out["attention"] = {"src_tokens": src_tokens, "tgt_tokens": out_tokens,
+                                "weights": [[round(w, 4) for w in row] for row in weights.tolist()]}
         return out
 
 

@@ -1,21 +1,49 @@
-"""Text in, text out: tokenize, batch by length, decode, restore the input order."""
+"""Text in, text out: the one path by which everything translates (`nmt.load`, `nmt translate`,
+`nmt eval`, `nmt serve` and validation during training). It tokenizes the input, decodes
+length-sorted batches, and gives back text in the input's order.
+
+    import nmt
+    model = nmt.load("runs/my-run")                  # a run directory or a checkpoint file
+    model.translate("Go.")                           # 'Va !'
+    model.translate(["Go.", "I am cold."], beam=5)   # ['Va !', "J'ai froid."]
+    model.nbest("Go.", n=3, beam=5)[0][0].score      # n-best lists of Translation, best first
+    model.attention("I am cold.").weights            # (output pieces, source pieces)
+"""
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass
+from typing import NamedTuple
 
 import torch
 
-from nmt.checkpoint import LoadedModel
+from nmt.checkpoint import LoadedModel, load_model
 from nmt.config import DecodeConfig
 from nmt.data import pad
 from nmt.model import Seq2Seq
+from nmt.runtime import resolve_device
 from nmt.search import Hypothesis, beam_search, forced_attention, greedy, hypothesis
 from nmt.tokenizer import Tokenizer, WordTokenizer
 from nmt.vocab import EOS, Vocab
 
 logger = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class Translation:
+    text: str  # plain text, as `nmt translate` prints it
+    tokenized: str  # lowercased and tokenized: the legacy form (`nmt translate --tokenized`)
+    score: float  # log-probability / length^decode.length_penalty, <eos> counted: what beams rank by
+    tokens: list[str]  # the output pieces (or words) as the model wrote them, <eos> excluded
+
+
+class Attention(NamedTuple):
+    src_tokens: list[str]  # the source pieces as the model read them, <eos> included
+    tgt_tokens: list[str]  # the output pieces, <eos> included
+    weights: torch.Tensor  # (len(tgt_tokens), len(src_tokens)), each row sums to 1
 
 
 def output_caps(src_lens: torch.Tensor, cfg: DecodeConfig) -> torch.Tensor:
@@ -32,68 +60,42 @@ class Translator:
         self.banned_id = tgt_vocab.unk_id if self.tokenizer.ban_unk else None
 
     @classmethod
-    def from_loaded(cls, loaded: LoadedModel, device: torch.device) -> Translator:
-        return cls(loaded.model.to(device).eval(), loaded.src_vocab, loaded.tgt_vocab, loaded.cfg.decode, device,
-                   loaded.tokenizer)
+    def load(cls, checkpoint: str | None = None, device: str | torch.device = "auto",
+             batch_size: int | None = None) -> Translator:
+        """A checkpoint file or a run directory (its best.pt; by default the newest run's), on
+        `device` ('auto', 'cpu', 'cuda'), decoding `batch_size` sentences at a time."""
+        device = device if isinstance(device, torch.device) else resolve_device(device)
+        return cls.from_loaded(load_model(checkpoint, device), device, batch_size)
 
-    def encode_source(self, tokens: list[str], line_no: int | None = None) -> list[int]:
-        limit = self.cfg.max_input_len
-        if len(tokens) > limit:
-            where = f"line {line_no}" if line_no is not None else "input"
-            logger.warning("%s has %d tokens; truncated to decode.max_input_len=%d", where, len(tokens), limit)
-            tokens = tokens[:limit]
-        return self.src_vocab.encode(tokens) + [self.src_vocab.eos_id]
+    @classmethod
+    def from_loaded(cls, loaded: LoadedModel, device: torch.device, batch_size: int | None = None) -> Translator:
+        cfg = loaded.cfg.decode if batch_size is None else dataclasses.replace(loaded.cfg.decode, batch_size=batch_size)
+        return cls(loaded.model.to(device).eval(), loaded.src_vocab, loaded.tgt_vocab, cfg, device, loaded.tokenizer)
 
-    def translate_nbest(self, sources: Sequence[list[str]], beam_size: int | None = None, nbest: int = 1,
-                        first_line: int = 1, scored: bool = False) -> list[list[Hypothesis]]:
-        """Token lists in; for each, up to `nbest` hypotheses (best first), in input order.
+    def translate(self, texts: str | Sequence[str], beam: int | None = None, tokenized: bool = False,
+                  first_line: int = 1) -> str | list[str]:
+        """A sentence (or a list of them) in, its best translation's text out; empty in, empty out.
+        `beam` 1 is greedy search (default: the checkpoint's decode.beam_size); `tokenized` gives
+        the legacy lowercased, tokenized form; `first_line` numbers texts[0] in warnings."""
+        if isinstance(texts, str):
+            return self.translate([texts], beam, tokenized, first_line)[0]
+        return [t.tokenized if tokenized else t.text for t in self.translations(texts, beam, first_line)]
 
-        beam_size 1 is greedy search, whose one hypothesis has NaN scores unless `scored`;
-        empty inputs give []. `first_line` is the input line number of sources[0], for warnings.
-        """
-        beam_size = beam_size or self.cfg.beam_size
-        results: list[list[Hypothesis]] = [[] for _ in sources]
-        # Sorting by length keeps padding low; results go back to input order.
-        order = sorted((i for i, s in enumerate(sources) if s), key=lambda i: len(sources[i]))
-        for start in range(0, len(order), self.cfg.batch_size):
-            indices = order[start: start + self.cfg.batch_size]
-            ids = [self.encode_source(sources[i], first_line + i) for i in indices]
-            src = pad(ids, self.src_vocab.pad_id).to(self.device)
-            src_lens = torch.tensor([len(x) for x in ids], device=self.device)
-            max_lens = output_caps(src_lens, self.cfg)
-            bos, eos = self.tgt_vocab.bos_id, self.tgt_vocab.eos_id
-            if beam_size == 1 and nbest == 1:
-                scores: list[float] | None = [] if scored else None
-                outputs, _ = greedy(self.model, src, src_lens, bos, eos, max_lens, banned_id=self.banned_id,
-                                    scores=scores)
-                hyps = [[hypothesis(o, scores[j] if scores is not None else float("nan"), self.cfg.length_penalty)]
-                        for j, o in enumerate(outputs)]
-            else:
-                hyps = beam_search(self.model, src, src_lens, bos, eos, max_lens, max(beam_size, nbest),
-                                   self.cfg.length_penalty, nbest, self.banned_id)
-            for i, h in zip(indices, hyps):
-                results[i] = h
-        return results
+    def translations(self, texts: Sequence[str], beam: int | None = None, first_line: int = 1) -> list[Translation]:
+        """The best `Translation` of each text, in input order (an empty one for an empty text)."""
+        return [hyps[0] if hyps else Translation("", "", float("nan"), [])
+                for hyps in self.nbest(texts, 1, beam, first_line)]
 
-    def translate_tokens(self, sources: Sequence[list[str]], beam_size: int | None = None,
-                         first_line: int = 1) -> list[list[str]]:
-        """Token lists in, the best translation's tokens out, in input order."""
-        return [self.tgt_vocab.decode(h[0].tokens) if h else []
-                for h in self.translate_nbest(sources, beam_size, first_line=first_line)]
+    def nbest(self, texts: str | Sequence[str], n: int = 1, beam: int | None = None,
+              first_line: int = 1) -> list[list[Translation]]:
+        """Up to `n` translations of each text, best first ([] for an empty text); beam search
+        with a beam of at least `n`. `first_line` numbers texts[0] in the warnings."""
+        texts = [texts] if isinstance(texts, str) else texts
+        return [[self._translation(h) for h in hyps]
+                for hyps in self._search(self.tokenizer.source_tokens(texts), beam, n, first_line)]
 
-    def text(self, ids: Sequence[int], tokenized: bool = False) -> str:
-        """Output ids as text: plain French, or (`tokenized`) the legacy lowercased, split form."""
-        tokens = self.tgt_vocab.decode(ids)
-        return self.tokenizer.legacy_text(tokens) if tokenized else self.tokenizer.target_text(tokens)
-
-    def translate(self, lines: Sequence[str], beam_size: int | None = None, first_line: int = 1,
-                  tokenized: bool = False) -> list[str]:
-        """Plain text in (no pre-tokenization needed), text out, in input order; empty in, empty out."""
-        hyps = self.translate_nbest(self.tokenizer.source_tokens(lines), beam_size, first_line=first_line)
-        return [self.text(h[0].tokens, tokenized) if h else "" for h in hyps]
-
-    def translate_stream(self, lines: Iterable[str], beam_size: int | None = None,
-                         chunk_size: int | None = None, tokenized: bool = False) -> Iterator[str]:
+    def translate_stream(self, lines: Iterable[str], beam: int | None = None, chunk_size: int | None = None,
+                         tokenized: bool = False) -> Iterator[str]:
         """Translate an arbitrarily long stream in chunks, in order, holding one chunk at a time."""
         chunk_size = chunk_size or 16 * self.cfg.batch_size
         chunk: list[str] = []
@@ -101,31 +103,64 @@ class Translator:
         for line in lines:
             chunk.append(line)
             if len(chunk) == chunk_size:
-                yield from self.translate(chunk, beam_size, first_line, tokenized)
+                yield from self.translate(chunk, beam, tokenized, first_line)
                 first_line += len(chunk)
                 chunk = []
         if chunk:
-            yield from self.translate(chunk, beam_size, first_line, tokenized)
+            yield from self.translate(chunk, beam, tokenized, first_line)
 
-    def attention_of(self, sentence: str, output: list[int]) -> tuple[list[str], list[str], torch.Tensor]:
-        """The attention weights (output x source) behind a given output of `sentence` (the best of
-        a beam search, say), with both token lists as the model sees them, <eos> included."""
-        ids = self.encode_source(self.tokenizer.source_tokens([sentence])[0])
+    def attention(self, text: str, output: Sequence[str] | None = None) -> Attention:
+        """The attention weights behind the greedy translation of `text`, or behind a given
+        `output` (the tokens of any Translation of it, say the best of a beam)."""
+        ids = self._source_ids(self.tokenizer.source_tokens([text])[0])
         src = torch.tensor([ids], device=self.device)
-        weights = forced_attention(self.model, src, len(ids), self.tgt_vocab.bos_id, self.tgt_vocab.eos_id, output)
-        return ([self.src_vocab.itos[i] for i in ids], [self.tgt_vocab.itos[i] for i in output] + [EOS], weights)
-
-    def attention(self, sentence: str) -> tuple[list[str], list[str], torch.Tensor]:
-        """Greedy translation of one sentence with its attention weights (output x source),
-        both token lists ending in <eos> as the model sees them."""
-        ids = self.encode_source(self.tokenizer.source_tokens([sentence])[0])
-        src = torch.tensor([ids], device=self.device)
-        src_lens = torch.tensor([len(ids)], device=self.device)
-        outputs, weights = greedy(self.model, src, src_lens, self.tgt_vocab.bos_id, self.tgt_vocab.eos_id,
-                                  output_caps(src_lens, self.cfg), return_attention=True,
-                                  banned_id=self.banned_id)
         src_tokens = [self.src_vocab.itos[i] for i in ids]
+        if output is not None:
+            out = self.tgt_vocab.encode(list(output))
+            weights = forced_attention(self.model, src, len(ids), self.tgt_vocab.bos_id, self.tgt_vocab.eos_id, out)
+            return Attention(src_tokens, [self.tgt_vocab.itos[i] for i in out] + [EOS], weights)
+        src_lens = torch.tensor([len(ids)], device=self.device)
+        outputs, rows = greedy(self.model, src, src_lens, self.tgt_vocab.bos_id, self.tgt_vocab.eos_id,
+                               output_caps(src_lens, self.cfg), return_attention=True, banned_id=self.banned_id)
         out_tokens = [self.tgt_vocab.itos[i] for i in outputs[0]]
-        if weights[0].shape[0] > len(out_tokens):  # the <eos> step was attended too
+        if rows[0].shape[0] > len(out_tokens):  # the <eos> step was attended too
             out_tokens.append(EOS)
-        return src_tokens, out_tokens, weights[0]
+        return Attention(src_tokens, out_tokens, rows[0])
+
+    def _translation(self, hyp: Hypothesis) -> Translation:
+        tokens = self.tgt_vocab.decode(hyp.tokens)
+        return Translation(self.tokenizer.target_text(tokens), self.tokenizer.legacy_text(tokens), hyp.normalized,
+                           tokens)
+
+    def _source_ids(self, tokens: list[str], line_no: int | None = None) -> list[int]:
+        limit = self.cfg.max_input_len
+        if len(tokens) > limit:
+            where = f"line {line_no}" if line_no is not None else "input"
+            logger.warning("%s has %d tokens; truncated to decode.max_input_len=%d", where, len(tokens), limit)
+            tokens = tokens[:limit]
+        return self.src_vocab.encode(tokens) + [self.src_vocab.eos_id]
+
+    def _search(self, sources: Sequence[list[str]], beam: int | None, nbest: int,
+                first_line: int) -> list[list[Hypothesis]]:
+        """Token lists in; up to `nbest` scored hypotheses each, in input order ([] for an empty one)."""
+        beam = max(beam or self.cfg.beam_size, nbest)
+        results: list[list[Hypothesis]] = [[] for _ in sources]
+        # Sorting by length keeps padding low; results go back to input order.
+        order = sorted((i for i, s in enumerate(sources) if s), key=lambda i: len(sources[i]))
+        bos, eos = self.tgt_vocab.bos_id, self.tgt_vocab.eos_id
+        for start in range(0, len(order), self.cfg.batch_size):
+            indices = order[start: start + self.cfg.batch_size]
+            ids = [self._source_ids(sources[i], first_line + i) for i in indices]
+            src = pad(ids, self.src_vocab.pad_id).to(self.device)
+            src_lens = torch.tensor([len(x) for x in ids], device=self.device)
+            caps = output_caps(src_lens, self.cfg)
+            if beam == 1:
+                scores: list[float] = []
+                outputs, _ = greedy(self.model, src, src_lens, bos, eos, caps, banned_id=self.banned_id, scores=scores)
+                hyps = [[hypothesis(o, s, self.cfg.length_penalty)] for o, s in zip(outputs, scores)]
+            else:
+                hyps = beam_search(self.model, src, src_lens, bos, eos, caps, beam, self.cfg.length_penalty, nbest,
+                                   self.banned_id)
+            for i, h in zip(indices, hyps):
+                results[i] = h
+        return results

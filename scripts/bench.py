@@ -65,7 +65,7 @@ ISA_CAPS = ("ONEDNN_MAX_CPU_ISA", "MKL_ENABLE_INSTRUCTIONS", "ATEN_CPU_CAPABILIT
 
 def _prepare(args):
     from nmt.config import load_config
-    from nmt.corpus import load_splits, resolve_corpus
+    from nmt.corpus import load_corpus
     from nmt.data import encode_pairs
     from nmt.vocab import Vocab
 
@@ -75,7 +75,7 @@ def _prepare(args):
     if args.model == "seed":
         overrides += [f"model.{option}=false" for option in SEED_DESIGN_OFF]
     cfg = load_config(args.config, overrides)
-    splits = load_splits(resolve_corpus(args.data, cfg.data), cfg.data.num_pairs)
+    _, splits = load_corpus(args.data, cfg.data)
     src_vocab = Vocab.build((p.src for p in splits.train), cfg.data.min_freq)
     tgt_vocab = Vocab.build((p.tgt for p in splits.train), cfg.data.min_freq)
     examples = encode_pairs(splits.train, src_vocab, tgt_vocab, cfg.data.max_len)
@@ -202,13 +202,14 @@ def measure_nmt_decode(args) -> dict:
     torch.manual_seed(0)
     model = build_model(cfg.model, src_vocab, tgt_vocab).to(device).eval()
     translator = Translator(model, src_vocab, tgt_vocab, cfg.decode, device)
-    translator.translate_tokens(sources[:64])  # warm-up
+    texts = [" ".join(words) for words in sources]  # the word tokenizer splits them back as they were
+    translator.translations(texts[:64])  # warm-up
     result = {"decode_sentences": len(sources)}
     for key, beam_size in (("greedy", 1), ("beam5", 5)):
         start = time.perf_counter()
-        outputs = translator.translate_tokens(sources, beam_size)
+        outputs = translator.translations(texts, beam_size)
         result[f"{key}_sent_s"] = len(sources) / (time.perf_counter() - start)
-        result[f"{key}_out_tokens"] = sum(map(len, outputs))
+        result[f"{key}_out_tokens"] = sum(len(t.tokens) for t in outputs)
     return result
 
 

@@ -23,7 +23,6 @@ import asyncio
 import os
 import signal
 import socket
-import statistics
 import subprocess
 import sys
 import time
@@ -36,7 +35,7 @@ import httpx
 import torch
 
 from nmt.checkpoint import load_model
-from nmt.corpus import load_splits, resolve_corpus
+from nmt.corpus import load_corpus
 from nmt.metrics import group_references
 from nmt.runtime import cpu_name
 from nmt.translator import Translator
@@ -126,7 +125,7 @@ def decoder_alone(translator: Translator, sentences: list[str], batch: int, beam
     start = time.perf_counter()
     while time.perf_counter() - start < seconds:
         texts = rng.sample(sentences, min(batch, len(sentences)))
-        translator.translate_nbest(translator.tokenizer.source_tokens(texts), beam, 1, scored=True)
+        translator.nbest(texts, 1, beam)
         done += len(texts)
     return done / (time.perf_counter() - start)
 
@@ -143,7 +142,7 @@ def main() -> None:
     args = parser.parse_args()
 
     loaded = load_model(args.checkpoint)
-    splits = load_splits(resolve_corpus(args.data, loaded.cfg.data), loaded.cfg.data.num_pairs)
+    _, splits = load_corpus(args.data, loaded.cfg.data)
     sentences = group_references(splits.test).sources
     # Offline decoding is timed before and after the load levels and the mean is the reference:
     # on a shared (virtual) machine the speed drifts by 10-20% over minutes.

@@ -34,7 +34,7 @@ def test_any_unicode_gives_one_line_per_input(translator, lines):
     """Control characters, combining marks, emoji, RTL text, newlines inside a 'line' ...:
     never an exception, always exactly one output line per input line."""
     for beam in (1, 3):
-        outputs = translator.translate(lines, beam_size=beam)
+        outputs = translator.translate(lines, beam=beam)
         assert len(outputs) == len(lines)
         assert all(isinstance(o, str) and "\n" not in o for o in outputs)
         for line, out in zip(lines, outputs):

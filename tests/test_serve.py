@@ -14,20 +14,17 @@ from pathlib import Path
 
 import pytest
 import torch
-import yaml
 
 pytest.importorskip("fastapi")
 pytest.importorskip("httpx")
 import httpx  # noqa: E402
 from fastapi.testclient import TestClient  # noqa: E402
-from typer.testing import CliRunner  # noqa: E402
 
 from nmt.checkpoint import load_model  # noqa: E402
-from nmt.cli import app as cli  # noqa: E402
 from nmt.serve import BatchingQueue, Options, ServeSettings, create_app, server_info  # noqa: E402
 from nmt.translator import Translator  # noqa: E402
 
-from conftest import REPO, TINY, toy_lines, write_corpus_zip  # noqa: E402
+from conftest import REPO, train_toy_model  # noqa: E402
 
 SENTENCES = ["I see a cat.", "She has the house.", "We like green tea again.", "You want the small bird today.",
              "He sees a dog.", "I like red apples."]
@@ -35,14 +32,7 @@ SENTENCES = ["I see a cat.", "She has the house.", "We like green tea again.", "
 
 @pytest.fixture(scope="module")
 def run(tmp_path_factory) -> Path:
-    root = tmp_path_factory.mktemp("serve")
-    corpus = write_corpus_zip(root / "toy.zip", toy_lines())
-    config = root / "tiny.yaml"
-    config.write_text(yaml.safe_dump({**TINY, "train": {**TINY["train"], "epochs": 4}}), encoding="utf-8")
-    result = CliRunner().invoke(cli, ["train", str(config), "--out", str(root / "run"), "--data", str(corpus),
-                                      "--quiet"])
-    assert result.exit_code == 0, result.output
-    return root / "run"
+    return train_toy_model(tmp_path_factory.mktemp("serve"), epochs=4)["run"]
 
 
 @pytest.fixture(scope="module")
@@ -73,7 +63,7 @@ def test_translate_gives_what_nmt_translate_gives(client, translator):
     assert one.status_code == 200, one.text
     assert one.json()["translations"][0]["tgt"] == translator.translate([SENTENCES[0]])[0]
     many = client.post("/translate", json={"texts": SENTENCES, "beam": 3}).json()["translations"]
-    assert [t["tgt"] for t in many] == translator.translate(SENTENCES, beam_size=3)
+    assert [t["tgt"] for t in many] == translator.translate(SENTENCES, beam=3)
     assert [t["src"] for t in many] == SENTENCES and all(isinstance(t["score"], float) for t in many)
 
 
@@ -169,8 +159,8 @@ def test_queue_batches_concurrent_jobs_and_each_gets_its_own(translator):
         queue.close()
     assert queue.batches == 1  # all seven jobs arrived within the wait: one decoder call
     expected = translator.translate(SENTENCES)
-    assert [translator.text(r[0].hyps[0].tokens) for r in results[:-1]] == expected
-    assert [translator.text(r.hyps[0].tokens) for r in results[-1]] == expected[:2]
+    assert [r[0].translations[0].text for r in results[:-1]] == expected
+    assert [r.translations[0].text for r in results[-1]] == expected[:2]
 
 
 def test_a_lone_caller_does_not_wait_for_company(translator):
@@ -187,14 +177,14 @@ def test_a_lone_caller_does_not_wait_for_company(translator):
 
 def test_full_queue_answers_503_with_retry_after(translator, run, monkeypatch):
     gate, entered = threading.Event(), threading.Event()
-    original = Translator.translate_nbest
+    original = Translator.nbest
 
     def held(self, *args, **kwargs):
         entered.set()
         gate.wait(timeout=30)
         return original(self, *args, **kwargs)
 
-    monkeypatch.setattr(Translator, "translate_nbest", held)
+    monkeypatch.setattr(Translator, "nbest", held)
     with make_client(translator, run, queue_size=2, max_wait_ms=0) as c:
         first = threading.Thread(target=lambda: c.post("/translate", json={"texts": SENTENCES[:2]}))
         first.start()

@@ -1,0 +1,47 @@
+"""One validation routine for training and `nmt eval`: the loss over a split's pairs, then the
+translations of its unique sources scored in the standard and the legacy form.
+
+It stands on the translator, the loss and the metrics; evaluation adds only its extras (the
+rare-word subset, <unk> and digit shares, files), training its records and checkpoints.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from nmt.data import Example
+from nmt.loss import validation_loss
+from nmt.metrics import References, Scores, score
+from nmt.translator import Translation, Translator
+
+
+@dataclass(frozen=True)
+class Validation:
+    loss: float  # cross-entropy per target token over every pair (no label smoothing, no dropout)
+    standard: Scores  # sacreBLEU's defaults on the plain text against the corpus's sentences
+    legacy: Scores  # lowercased and tokenized, as the project's earlier figures
+    translations: list[Translation]  # one per source of the references, in their order
+    decode_seconds: float  # the time the translations took
+
+
+def validate(translator: Translator, examples: Sequence[Example], references: References,
+             beam: int | None = None) -> Validation:
+    """The loss over `examples`, then `references`' sources translated (with `beam`, default the
+    translator's decode.beam_size) and scored against all of their references."""
+    model, vocab = translator.model, translator.tgt_vocab
+    was_training = model.training
+    model.eval()
+    try:
+        loss = validation_loss(model, examples, translator.cfg.batch_size, vocab.pad_id, vocab.bos_id,
+                               translator.device)
+        start = time.perf_counter()
+        outputs = translator.translations(references.sources, beam)
+        seconds = time.perf_counter() - start
+    finally:
+        model.train(was_training)
+    standard = score([t.text for t in outputs], references.references,
+                     target_lang=translator.tokenizer.target_lang)
+    legacy = score([t.tokenized for t in outputs], references.legacy_references, tokenized=True)
+    return Validation(loss, standard, legacy, outputs, seconds)

@@ -13,13 +13,14 @@ import shutil
 import tempfile
 import zipfile
 from dataclasses import dataclass
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
 import torch
 
-from nmt.config import Config, config_from_dict
-from nmt.errors import CheckpointError, ConfigError
+from nmt.config import Config, apply_overrides, config_from_dict
+from nmt.errors import CheckpointError, ConfigError, NmtError
 from nmt.model import Seq2Seq, build_model
 from nmt.tokenizer import Tokenizer, load_tokenizer
 from nmt.vocab import Vocab
@@ -126,6 +127,22 @@ class LoadedModel:
     tokenizer: Tokenizer
 
 
+def prepare_run_dir(out: Path | None, config_path: Path, runs_dir: Path = RUNS_DIR) -> Path:
+    """The run directory: `out`, or a new time-stamped one under runs/. Never reuse a non-empty one."""
+    if out is None:
+        stamp = datetime.now().strftime("%Y%m%d-%H%M%S")
+        out = runs_dir / f"{stamp}-{config_path.stem}"
+        suffix = 1
+        while out.exists():
+            suffix += 1
+            out = runs_dir / f"{stamp}-{config_path.stem}-{suffix}"
+    elif out.exists() and (not out.is_dir() or any(out.iterdir())):
+        raise NmtError(f"run directory {out} already exists and is not empty; "
+                       f"choose another --out (nothing was overwritten)")
+    out.mkdir(parents=True, exist_ok=True)
+    return out
+
+
 def newest_run(runs_dir: Path = RUNS_DIR, holding: str = BEST) -> Path:
     """The most recently written run directory under `runs_dir` that holds `holding`."""
     runs = sorted((p for p in runs_dir.glob(f"*/{holding}")), key=lambda p: p.stat().st_mtime)
@@ -175,7 +192,7 @@ def load_model(checkpoint: str | Path | None, device: torch.device = torch.devic
         src_vocab, tgt_vocab = Vocab(state["src_vocab"]), Vocab(state["tgt_vocab"])
     except (ConfigError, ValueError) as e:
         raise CheckpointError(f"{path}: its config or vocabulary is invalid ({e})") from None
-    tokenizer = load_tokenizer(cfg.data.tokenizer, path.parent, src_vocab, tgt_vocab)
+    tokenizer = load_tokenizer(cfg.data, path.parent, src_vocab, tgt_vocab)
     model = build_model(cfg.model, src_vocab, tgt_vocab)
     try:
         model.load_state_dict(state["model"])
@@ -185,3 +202,21 @@ def load_model(checkpoint: str | Path | None, device: torch.device = torch.devic
                               f"({detail[1].strip() if len(detail) > 1 else detail[0]})") from None
     model.to(device).eval()
     return LoadedModel(model, cfg, src_vocab, tgt_vocab, path, state, tokenizer)
+
+
+def resume_target(run: Path | None, overrides: list[str]) -> tuple[Config, Path, dict[str, Any]]:
+    """The run `nmt train --resume` continues (default: the newest run with a last.pt), its config
+    with `overrides` applied (train.* and decode.* only), and its newest good checkpoint."""
+    run_dir = run if run is not None else newest_run(holding=LAST)
+    if not run_dir.is_dir():
+        raise NmtError(f"--resume: {run_dir} is not a run directory")
+    path, state = newest_good_checkpoint(run_dir)
+    fixed = [o for o in overrides if o.split(".", 1)[0] in ("data", "model")]
+    if fixed:
+        raise NmtError(f"--resume: {fixed[0]!r} would change the data or the model of a run; "
+                       f"only train.* and decode.* can change when resuming")
+    try:
+        cfg = config_from_dict(apply_overrides(state["config"], overrides))
+    except ConfigError as e:
+        raise ConfigError(f"{path}: {e}") from None
+    return cfg, run_dir, state

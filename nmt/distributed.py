@@ -9,6 +9,9 @@ from __future__ import annotations
 import gc
 import os
 import random
+import signal
+import subprocess
+import sys
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
@@ -117,3 +120,37 @@ def gather(obj: Any, world: World) -> list[Any]:
     out: list[Any] = [None] * world.size
     dist.all_gather_object(out, obj)
     return out
+
+
+def launch(nproc: int, argv: list[str]) -> int:
+    """`nmt ARGS --nproc N` is `torchrun --standalone --nproc_per_node N -m nmt ARGS`: start it and
+    return its exit code (128 + the signal when one stopped it)."""
+    if "WORLD_SIZE" in os.environ:
+        raise NmtError("--nproc starts torchrun itself; under torchrun, leave it out")
+    args, skip = [], False
+    for arg in argv:
+        if skip or arg.startswith("--nproc="):
+            skip = False
+            continue
+        if arg == "--nproc":
+            skip = True
+            continue
+        args.append(arg)
+    command = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={nproc}",
+               "-m", "nmt", *args]
+    launcher = subprocess.Popen(command)
+    forwarded: list[int] = []
+
+    def forward(signum: int, frame: object) -> None:
+        # SIGTERM or SIGINT sent to this process must reach torchrun, which passes it to the
+        # workers: they save and stop together. Without this they would train on, orphaned.
+        forwarded.append(signum)
+        launcher.send_signal(signum)
+
+    previous = {s: signal.signal(s, forward) for s in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        code = launcher.wait()
+        return 128 + forwarded[0] if forwarded else code  # torchrun itself exits 1 on a signal
+    finally:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)

@@ -17,9 +17,10 @@ from nmt.model import Seq2Seq
 
 def autocast(device: torch.device, precision: str) -> torch.autocast:
     """bf16 autocast runs the matrix products in bfloat16 (several times the fp32 rate on CPUs
-    with avx512_bf16 and on GPUs) while weights, optimizer state and the loss stay fp32."""
-    return torch.autocast(device.type, dtype=torch.bfloat16,
-                          enabled=runtime.resolve_precision(precision, device) == "bf16")
+    with avx512_bf16 and on GPUs) while weights, optimizer state and the loss stay fp32.
+    `precision` is the one a run decided (`train.resolve_runtime`); 'auto' is looked up here."""
+    bf16 = precision == "bf16" or (precision == "auto" and runtime.fast_bf16(device))
+    return torch.autocast(device.type, dtype=torch.bfloat16, enabled=bf16)
 
 
 def batch_loss(model: Seq2Seq, batch: Batch, pad_id: int, precision: str = "fp32",

@@ -1,4 +1,4 @@
-"""Seed 001's attention walkthrough, recomputed with nmt's scoring functions.
+"""Seed 001's attention walkthrough, recomputed with nmt's attention rules (nmt/attention_rules.py).
 
     python scripts/attention_walkthrough.py                 # prints every step
     python scripts/attention_walkthrough.py --out runs/walkthrough   # and draws the heatmaps
@@ -18,7 +18,7 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from nmt import scoring  # noqa: E402
+from nmt import attention_rules as rules  # noqa: E402
 
 DEC_HIDDEN_STATE = torch.tensor([5.0, 1, 20])
 ANNOTATIONS = torch.tensor([[3.0, 12, 45], [59, 2, 5], [1, 43, 5], [4, 3, 45.3]])  # rows: encoder steps
@@ -52,10 +52,10 @@ def main() -> None:
 
     print("decoder hidden state:", DEC_HIDDEN_STATE.tolist())
     print("a single annotation:", ANNOTATIONS[0].tolist(), "-> dot score",
-          scoring.dot(DEC_HIDDEN_STATE, ANNOTATIONS[:1]).item())
-    scores = scoring.dot(DEC_HIDDEN_STATE, ANNOTATIONS)
+          rules.dot(DEC_HIDDEN_STATE, ANNOTATIONS[:1]).item())
+    scores = rules.dot(DEC_HIDDEN_STATE, ANNOTATIONS)
     print("dot scores of all four annotations:", scores.tolist())
-    weights, context = scoring.attend(scores, ANNOTATIONS)
+    weights, context = rules.attend(scores, ANNOTATIONS)
     print("softmax weights:", [f"{w:.8f}" for w in weights.tolist()])
     applied = weights.unsqueeze(-1) * ANNOTATIONS
     print("annotations x weights (a column per annotation):")
@@ -66,15 +66,15 @@ def main() -> None:
     torch.manual_seed(0)
     W = torch.randn(3, 3) * 0.1
     W_q, W_k, v = torch.randn(4, 3) * 0.1, torch.randn(4, 3) * 0.1, torch.randn(4)
-    rules = {
-        "dot": scoring.dot(DEC_HIDDEN_STATE, ANNOTATIONS),
-        "scaled_dot": scoring.scaled_dot(DEC_HIDDEN_STATE, ANNOTATIONS),
-        "general (q^T W k)": scoring.general(DEC_HIDDEN_STATE, ANNOTATIONS, W),
-        "additive (v^T tanh(W_q q + W_k k))": scoring.additive(DEC_HIDDEN_STATE, ANNOTATIONS, W_q, W_k, v),
-        "concat (v^T tanh(W [q; k]))": scoring.concat(DEC_HIDDEN_STATE, ANNOTATIONS, torch.cat((W_q, W_k), 1), v),
+    by_rule = {
+        "dot": rules.dot(DEC_HIDDEN_STATE, ANNOTATIONS),
+        "scaled_dot": rules.scaled_dot(DEC_HIDDEN_STATE, ANNOTATIONS),
+        "general (q^T W k)": rules.general(DEC_HIDDEN_STATE, ANNOTATIONS, W),
+        "additive (v^T tanh(W_q q + W_k k))": rules.additive(DEC_HIDDEN_STATE, ANNOTATIONS, W_q, W_k, v),
+        "concat (v^T tanh(W [q; k]))": rules.concat(DEC_HIDDEN_STATE, ANNOTATIONS, torch.cat((W_q, W_k), 1), v),
     }
-    for name, rule_scores in rules.items():
-        rule_weights, _ = scoring.attend(rule_scores, ANNOTATIONS)
+    for name, rule_scores in by_rule.items():
+        rule_weights, _ = rules.attend(rule_scores, ANNOTATIONS)
         print(f"  {name:36s} scores {[round(s, 3) for s in rule_scores.tolist()]} "
               f"weights {[round(w, 3) for w in rule_weights.tolist()]}")
 

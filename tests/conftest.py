@@ -81,3 +81,19 @@ def real_corpus() -> Path:
         if path.is_file():
             return path
     pytest.skip("real fra-eng corpus not found (../shared/data/fra-eng.zip)")
+
+
+def train_toy_model(root: Path, epochs: int) -> dict:
+    """A tiny model trained through the CLI on the toy corpus in `root`: its run directory, corpus
+    and config, for the tests that only read a trained model."""
+    from typer.testing import CliRunner
+
+    from nmt.cli import app
+
+    corpus = write_corpus_zip(root / "toy.zip", toy_lines())
+    config = root / "tiny.yaml"
+    config.write_text(yaml.safe_dump({**TINY, "train": {**TINY["train"], "epochs": epochs}}), encoding="utf-8")
+    result = CliRunner().invoke(app, ["train", str(config), "--out", str(root / "run"), "--data", str(corpus),
+                                      "--quiet"])
+    assert result.exit_code == 0, result.output
+    return {"run": root / "run", "corpus": corpus, "config": config}

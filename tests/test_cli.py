@@ -22,14 +22,8 @@ def invoke(*args, input=None):
 @pytest.fixture(scope="module")
 def trained(tmp_path_factory):
     """One tiny model trained through the CLI, shared by the tests that only read it."""
-    from conftest import toy_lines, write_corpus_zip
-    root = tmp_path_factory.mktemp("cli")
-    corpus = write_corpus_zip(root / "toy.zip", toy_lines())
-    config = root / "tiny.yaml"
-    config.write_text(yaml.safe_dump({**TINY, "train": {**TINY["train"], "epochs": 6}}), encoding="utf-8")
-    result = invoke("train", config, "--out", root / "run", "--data", corpus, "--quiet")
-    assert result.exit_code == 0, result.output
-    return {"run": root / "run", "corpus": corpus, "config": config}
+    from conftest import train_toy_model
+    return train_toy_model(tmp_path_factory.mktemp("cli"), epochs=6)
 
 
 def assert_one_line_error(result, *fragments):

@@ -3,6 +3,7 @@ move between a GPU and a CPU-only machine. Tests marked `cuda` skip where no GPU
 the CPU half of the checkpoint check runs everywhere."""
 
 import os
+import random
 import subprocess
 import sys
 
@@ -14,7 +15,7 @@ from nmt.config import config_from_dict
 from nmt.corpus import load_splits
 from nmt.metrics import group_references
 from nmt.model import build_model
-from nmt.train import Trainer, _LossWindow, train
+from nmt.train import epoch_batches, setup, train, train_batch
 from nmt.translator import Translator
 from nmt.vocab import Vocab
 
@@ -43,21 +44,19 @@ def test_a_few_training_steps_on_cuda(toy_zip, tmp_path, precision):
 def test_a_training_step_on_cuda_never_waits_for_the_gpu(toy_zip, tmp_path):
     """With CUDA's sync debug mode set to error, any operation in a step that makes the host wait
     for the GPU (.item(), a blocking copy, a boolean mask) raises."""
-    trainer = Trainer(_cfg(device="cuda", precision="bf16", batch_tokens=200), tmp_path, str(toy_zip),
-                      quiet=True, resume=None)
-    trainer.window = _LossWindow()
-    batches = trainer._epoch_batches()
+    run = setup(_cfg(device="cuda", precision="bf16", batch_tokens=200), tmp_path, str(toy_zip))
+    batches = epoch_batches(run.data.train, run.cfg, random.Random(0), run.world)
     for indices in batches[:2]:  # warm-up: cuDNN and allocator set-up may synchronize once
-        trainer._train_batch(indices)
+        train_batch(run, indices, total_steps=len(batches))
     torch.cuda.synchronize()
     torch.cuda.set_sync_debug_mode("error")
     try:
         for indices in batches[2:8]:
-            trainer._train_batch(indices)
+            train_batch(run, indices, total_steps=len(batches))
     finally:
         torch.cuda.set_sync_debug_mode(0)
-    trainer._check_losses()  # the losses were real and finite
-    assert trainer.step == 8
+    run.progress.check_losses(run.device, run.out_dir)  # the losses were real and finite
+    assert run.progress.step == 8
 
 
 def _toy_sources(toy_zip):
@@ -87,7 +86,8 @@ def test_greedy_on_cuda_equals_greedy_on_cpu(toy_zip, tmp_path):
     outputs = {}
     for name in ("cpu", "cuda"):
         device = torch.device(name)
-        outputs[name] = Translator.from_loaded(load_model(run, device), device).translate_tokens(sources)
+        translator = Translator.from_loaded(load_model(run, device), device)
+        outputs[name] = [t.tokens for t in translator.translations([" ".join(s) for s in sources])]
     differ = sum(a != b for a, b in zip(outputs["cpu"], outputs["cuda"]))
     print(f"greedy cpu vs cuda: {differ} of {len(sources)} outputs differ")
     assert differ <= len(sources) // 100, f"{differ} of {len(sources)} greedy outputs differ between CPU and CUDA"
@@ -114,5 +114,5 @@ def test_a_checkpoint_saved_from_cuda_tensors_loads_on_a_cpu(tmp_path, monkeypat
     for name, tensor in model.state_dict().items():
         assert torch.equal(loaded.model.state_dict()[name], tensor), name
     original = Translator(model, sv, tv, cfg.decode, torch.device("cpu"))
-    assert (Translator.from_loaded(loaded, torch.device("cpu")).translate_nbest([["i", "see"]], beam_size=2)
-            == original.translate_nbest([["i", "see"]], beam_size=2))
+    assert (Translator.from_loaded(loaded, torch.device("cpu")).nbest(["i see"], beam=2)
+            == original.nbest(["i see"], beam=2))

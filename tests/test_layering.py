@@ -57,3 +57,20 @@ def test_evaluation_does_not_import_training():
     graph = import_graph()
     assert "nmt.train" not in _reachable(graph, "nmt.evaluate")
     assert "nmt.train" not in _reachable(graph, "nmt.loss")
+
+
+def _definitions(path: Path):
+    """(name, lines) of every class and function in a module, nested ones included."""
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            yield f"{path.name}:{node.name}", node.end_lineno - node.lineno + 1
+
+
+def test_the_code_stays_readable_in_an_afternoon():
+    """The training loop fits in one module of a few screens; no class or function grows past 120
+    lines, and the commands stay thin (each parses its arguments and calls the library)."""
+    assert len((PACKAGE / "train.py").read_text(encoding="utf-8").splitlines()) < 350
+    too_long = [(name, n) for path in PACKAGE.rglob("*.py") for name, n in _definitions(path) if n > 120]
+    assert not too_long, too_long
+    long_commands = [(name, n) for name, n in _definitions(PACKAGE / "cli.py") if n > 50]
+    assert not long_commands, long_commands

@@ -11,28 +11,27 @@ import torch
 from nmt import distributed
 from nmt.config import load_config
 from nmt.stopping import StopSignals
-from nmt.train import Trainer
+from nmt.train import agree_to_stop, epoch_batches, setup, train_batch
 
 config, corpus, out, steps = sys.argv[1], sys.argv[2], Path(sys.argv[3]), int(sys.argv[4])
 cfg = load_config(config)
 world = distributed.init(cfg.train.device)
 out_dir = out / f"rank{world.rank}"  # nothing is written by ranks > 0; each gets a directory anyway
 out_dir.mkdir(parents=True, exist_ok=True)
-trainer = Trainer(cfg, out_dir, corpus, quiet=True, resume=None, world=world)
-trainer.window = type("Window", (), {"add": lambda *a: None})()  # the log window is not under test
-shard = distributed.epoch_shard(trainer.train_examples, cfg.train.batch_size, random.Random(0), world)
+run = setup(cfg, out_dir, corpus, world=world)
+shard = epoch_batches(run.data.train, run.cfg, random.Random(0), world)
 max_diff, seen, signals = [], [], StopSignals()
 for indices in shard[:steps]:
     seen.extend(indices)
-    trainer._train_batch(indices)
-    trainer._should_stop(signals)  # where the ranks agree on stopping and on the clock
-    flat = torch.cat([p.detach().flatten() for p in trainer.model.parameters()])
+    train_batch(run, indices, total_steps=cfg.train.epochs * len(shard))
+    agree_to_stop(run, signals)  # where the ranks agree on stopping and on the clock
+    flat = torch.cat([p.detach().flatten() for p in run.model.parameters()])
     replicas = distributed.gather(flat, world)
     max_diff.append(max((r - replicas[0]).abs().max().item() for r in replicas))
 all_seen = distributed.gather(seen, world)
 if world.is_main:
-    print(json.dumps({"world": world.size, "steps": trainer.step, "max_diff": max_diff,
+    print(json.dumps({"world": world.size, "steps": run.progress.step, "max_diff": max_diff,
                       "shard_sizes": [len(s) for s in all_seen],
                       "overlap": len(set(all_seen[0]) & set(all_seen[1]))}))
-del trainer  # its DDP module holds the process group (see distributed.shutdown)
+del run  # its DDP module holds the process group (see distributed.shutdown)
 distributed.shutdown()

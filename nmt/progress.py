@@ -1,0 +1,103 @@
+"""Where training stands: the position and records a checkpoint keeps (so a resumed run continues
+exactly), the losses not yet checked to be finite, and the running figures of the log line."""
+
+from __future__ import annotations
+
+import logging
+import math
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+from tqdm import tqdm
+
+from nmt.errors import NmtError
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass
+class Progress:
+    epoch_rng: Any  # the batch-order RNG's state when this epoch began: its order is rebuilt from it
+    step: int = 0
+    epoch: int = 1
+    batch_in_epoch: int = 0
+    best: dict = field(default_factory=dict)  # the best validation record
+    stale: int = 0  # validations since the best one, for early stopping
+    train_loss_sum: torch.Tensor | float = 0.0  # since the last validation, for metrics.jsonl
+    train_tokens: int = 0
+    unchecked: list = field(default_factory=list)  # (step, loss) not yet checked to be finite; not saved
+
+    def advance(self, loss: torch.Tensor | float, tokens: int) -> None:
+        self.step += 1
+        self.batch_in_epoch += 1
+        self.train_loss_sum = self.train_loss_sum + loss * tokens
+        self.train_tokens += tokens
+        self.unchecked.append((self.step, loss))
+
+    def next_epoch(self, rng_state: Any) -> None:
+        self.epoch += 1
+        self.batch_in_epoch = 0
+        self.epoch_rng = rng_state
+
+    def take_train_loss(self) -> float:
+        """The mean training loss since the last call."""
+        mean = float(self.train_loss_sum) / max(self.train_tokens, 1)
+        self.train_loss_sum, self.train_tokens = 0.0, 0
+        return mean
+
+    def record(self, record: dict) -> bool:
+        """Note a validation; whether it is the best so far. Compared as recorded (BLEU to 0.01,
+        loss to 1e-4): float noise is not an improvement."""
+        improved = not self.best or (record["val_bleu"], -record["val_loss"]) > (self.best["val_bleu"],
+                                                                                -self.best["val_loss"])
+        self.best = record if improved else self.best
+        self.stale = 0 if improved else self.stale + 1
+        return improved
+
+    def check_losses(self, device: torch.device, out_dir: Path) -> None:
+        """Raise if a loss since the last check is not finite. Run before every log line and save
+        (one wait for the GPU per check, not per step), so no checkpoint holds a diverged model."""
+        if not self.unchecked:
+            return
+        steps, losses = zip(*self.unchecked)
+        self.unchecked = []
+        values = torch.stack([torch.as_tensor(x, device=device, dtype=torch.float64) for x in losses]).tolist()
+        for step, value in zip(steps, values):
+            if not math.isfinite(value):
+                raise NmtError(f"the loss became {value} at step {step}; the last good checkpoints are kept in "
+                               f"{out_dir}; lower train.lr or train.clip_grad and resume or train again")
+
+    def state_dict(self) -> dict:
+        return {"step": self.step, "epoch": self.epoch, "batch_in_epoch": self.batch_in_epoch, "best": self.best,
+                "train_loss": [float(self.train_loss_sum), self.train_tokens], "stale": self.stale,
+                "rng": {"batches": self.epoch_rng}}
+
+    def load_state_dict(self, state: dict) -> None:
+        self.step, self.epoch, self.batch_in_epoch = state["step"], state["epoch"], state["batch_in_epoch"]
+        self.best, self.stale, self.epoch_rng = state["best"], state["stale"], state["rng"]["batches"]
+        self.train_loss_sum, self.train_tokens = state["train_loss"]
+
+
+class LossWindow:
+    """Mean loss and target tokens/s since the last log line. Losses are summed on the device
+    and read only when the log asks, so no step waits for the GPU."""
+
+    def __init__(self) -> None:
+        self.loss_sum: torch.Tensor | float = 0.0
+        self.tokens, self.start = 0, time.monotonic()
+
+    def add(self, loss: torch.Tensor | float, tokens: int) -> None:
+        self.loss_sum = self.loss_sum + loss * tokens
+        self.tokens += tokens
+
+    def log(self, bar: tqdm, step: int, lr: float) -> LossWindow:
+        """Write the log line; returns the next window."""
+        mean = float(self.loss_sum) / max(self.tokens, 1)
+        tok_s = self.tokens / max(time.monotonic() - self.start, 1e-9)
+        bar.set_postfix(loss=f"{mean:.3f}", tok_s=f"{tok_s:,.0f}", refresh=False)
+        logger.info("step %d | loss %.3f | ppl %.1f | lr %.1e | %s tok/s", step, mean, math.exp(min(mean, 50)), lr,
+                    f"{tok_s:,.0f}")
+        return LossWindow()

@@ -2,7 +2,8 @@
 
     python scripts/bench.py                      # default config, 2 threads, about 5 minutes
     python scripts/bench.py --json bench.json    # also write the figures as JSON
-    python scripts/bench.py --model config       # nmt's default model with its options on
+    python scripts/bench.py --model config       # the default config's own model: subwords, its options on
+    python scripts/bench.py --model onmt         # OpenNMT-py's RNN architecture, like for like
     python scripts/bench.py --device cuda --config configs/gpu.yaml --model config   # the GPU section
     python scripts/bench.py --set train.batch_tokens=4000     # any config value, as nmt train --set
 
@@ -15,12 +16,19 @@ With --device cuda, nmt alone is measured on the GPU (the seed reference is a CP
 tokens/s over the config's batches, peak GPU memory, the share of the timed steps the GPU spent
 running kernels (torch.profiler's kernel time over wall time), and greedy / beam 5 decoding.
 
-By default nmt trains seed 002's architecture at the config's sizes (the config's model options,
-bidirectional encoder, input feeding and tied embeddings, switched off), so that both sides
-train the same model; `--model config` measures the config's model as it is.
+The model (`--model`), at the config's sizes:
+  seed    seed 002's architecture: the config's model options (bidirectional encoder, input feeding,
+          tied embeddings) switched off, so that nmt and the seed reference train the same model;
+  onmt    OpenNMT-py's RNN architecture, to compare with it like for like: input feeding, additive
+          (mlp) attention, a unidirectional encoder, untied embeddings, no bridge;
+  config  the config's model and tokenizer as they are (configs/default.yaml: subwords, its options).
+seed and onmt use the seed's units, d2l's word vocabulary and pairs of up to 20 word tokens
+(--set data.tokenizer=... or data.max_len=... change that); both sides always train on the same
+sentences and ids (the seed reference takes any vocabulary).
 
-Both sides use the seed's units, d2l's word vocabulary and pairs of up to 20 word tokens, whatever
-tokenizer the config names (--set data.tokenizer=... or data.max_len=... change that).
+nmt's training runs with the process environment `nmt train` sets (OpenMP's wait policy), read from
+the nmt it measures, so a benchmark of an older checkout measures it as its users ran it.
+`--no-decode` measures training only (the decoding API differs between versions).
 
 Each measurement runs in a fresh process (so peak memory is its own) on the same training
 sentences, model sizes and thread count:
@@ -57,6 +65,10 @@ sys.path.insert(0, str(REPO / "scripts"))
 
 
 SEED_DESIGN_OFF = ("bidirectional", "bridge", "input_feeding", "tie_embeddings")
+MODEL_OPTIONS = {"seed": [f"model.{option}=false" for option in SEED_DESIGN_OFF],
+                 "onmt": ["model.bidirectional=false", "model.bridge=false", "model.input_feeding=true",
+                          "model.tie_embeddings=false", "model.attention=additive"],
+                 "config": []}
 ISA_FLAGS = ("avx2", "avx512f", "avx512_bf16", "amx_tile", "amx_bf16")
 # Settings that hold oneDNN, MKL and ATen's own kernels to an older instruction set (to see on an
 # AVX-512 machine what an AVX2-only CPU gets): the figures record them.
@@ -64,22 +76,29 @@ ISA_CAPS = ("ONEDNN_MAX_CPU_ISA", "MKL_ENABLE_INSTRUCTIONS", "ATEN_CPU_CAPABILIT
 
 
 def _prepare(args):
+    """The config, splits, vocabularies, tokenizer (None for words) and training examples, built
+    with only what every version of nmt offers, so that this script can measure an older checkout."""
     from nmt.config import load_config
-    from nmt.corpus import load_corpus
+    from nmt.corpus import load_splits, resolve_corpus
     from nmt.data import encode_pairs
+    from nmt.tokenizer import SubwordTokenizer
     from nmt.vocab import Vocab
 
     torch.set_num_threads(args.threads)
-    overrides = ["data.tokenizer=word", "data.max_len=20", *args.overrides] + (
-        [f"train.precision={args.precision}"] if args.precision else [])
-    if args.model == "seed":
-        overrides += [f"model.{option}=false" for option in SEED_DESIGN_OFF]
-    cfg = load_config(args.config, overrides)
-    _, splits = load_corpus(args.data, cfg.data)
-    src_vocab = Vocab.build((p.src for p in splits.train), cfg.data.min_freq)
-    tgt_vocab = Vocab.build((p.tgt for p in splits.train), cfg.data.min_freq)
-    examples = encode_pairs(splits.train, src_vocab, tgt_vocab, cfg.data.max_len)
-    return cfg, splits, src_vocab, tgt_vocab, examples
+    units = ["data.tokenizer=word", "data.max_len=20"] if args.model != "config" else []
+    precision = [f"train.precision={args.precision}"] if args.precision else []
+    cfg = load_config(args.config, units + MODEL_OPTIONS[args.model] + args.overrides + precision)
+    splits = load_splits(resolve_corpus(args.data, cfg.data), cfg.data.num_pairs)
+    tokenizer = None
+    if cfg.data.tokenizer == "word":
+        src_vocab = Vocab.build((p.src for p in splits.train), cfg.data.min_freq)
+        tgt_vocab = Vocab.build((p.tgt for p in splits.train), cfg.data.min_freq)
+    else:
+        tokenizer = SubwordTokenizer.train([p.raw[0] for p in splits.train], [p.raw[1] for p in splits.train],
+                                           cfg.data.vocab_size, cfg.data.subword_type, cfg.data.joint_vocab)
+        src_vocab, tgt_vocab = tokenizer.vocabularies()
+    examples = encode_pairs(splits.train, src_vocab, tgt_vocab, cfg.data.max_len, tokenizer)
+    return cfg, splits, src_vocab, tgt_vocab, examples, tokenizer
 
 
 def _windows(step_fn, batches, warmup: int, windows: int, window_steps: int, sync=lambda: None) -> list[float]:
@@ -114,7 +133,7 @@ def measure_nmt_train(args) -> dict:
     from nmt.model import build_model
     from nmt.train import train_step
 
-    cfg, _, src_vocab, tgt_vocab, examples = _prepare(args)
+    cfg, _, src_vocab, tgt_vocab, examples, _ = _prepare(args)
     runtime.configure(args.threads)
     device = torch.device(args.device)
     torch.manual_seed(0)
@@ -157,7 +176,7 @@ def measure_seed_train(args) -> dict:
     from nmt import runtime
     from nmt.data import pad
 
-    cfg, _, src_vocab, tgt_vocab, examples = _prepare(args)
+    cfg, _, src_vocab, tgt_vocab, examples, _ = _prepare(args)
     m = cfg.model
     torch.manual_seed(0)
     model = seed.build(len(src_vocab), len(tgt_vocab), m.embed_size, m.hidden_size, m.num_layers, m.dropout)
@@ -186,9 +205,10 @@ def measure_seed_train(args) -> dict:
 def _decode_inputs(args):
     from nmt.metrics import group_references
 
-    cfg, splits, src_vocab, tgt_vocab, _ = _prepare(args)
-    sources = group_references(splits.test).source_words
-    return cfg, sources[: args.decode_sentences], src_vocab, tgt_vocab
+    cfg, splits, src_vocab, tgt_vocab, _, tokenizer = _prepare(args)
+    references = group_references(splits.test)
+    n = args.decode_sentences
+    return cfg, references.sources[:n], references.source_words[:n], src_vocab, tgt_vocab, tokenizer
 
 
 def measure_nmt_decode(args) -> dict:
@@ -196,19 +216,18 @@ def measure_nmt_decode(args) -> dict:
     from nmt.model import build_model
     from nmt.translator import Translator
 
-    cfg, sources, src_vocab, tgt_vocab = _decode_inputs(args)
+    cfg, texts, _, src_vocab, tgt_vocab, tokenizer = _decode_inputs(args)
     runtime.configure(args.threads)
     device = torch.device(args.device)
     torch.manual_seed(0)
     model = build_model(cfg.model, src_vocab, tgt_vocab).to(device).eval()
-    translator = Translator(model, src_vocab, tgt_vocab, cfg.decode, device)
-    texts = [" ".join(words) for words in sources]  # the word tokenizer splits them back as they were
+    translator = Translator(model, src_vocab, tgt_vocab, cfg.decode, device, tokenizer)
     translator.translations(texts[:64])  # warm-up
-    result = {"decode_sentences": len(sources)}
+    result = {"decode_sentences": len(texts)}
     for key, beam_size in (("greedy", 1), ("beam5", 5)):
         start = time.perf_counter()
         outputs = translator.translations(texts, beam_size)
-        result[f"{key}_sent_s"] = len(sources) / (time.perf_counter() - start)
+        result[f"{key}_sent_s"] = len(texts) / (time.perf_counter() - start)
         result[f"{key}_out_tokens"] = sum(len(t.tokens) for t in outputs)
     return result
 
@@ -218,7 +237,8 @@ def measure_seed_decode(args) -> dict:
 
     from nmt.translator import output_caps
 
-    cfg, sources, src_vocab, tgt_vocab = _decode_inputs(args)
+    cfg, texts, words, src_vocab, tgt_vocab, tokenizer = _decode_inputs(args)
+    sources = words if tokenizer is None else tokenizer.source_tokens(texts)
     m, d = cfg.model, cfg.decode
     torch.manual_seed(0)
     model = seed.build(len(src_vocab), len(tgt_vocab), m.embed_size, m.hidden_size, m.num_layers, m.dropout).eval()
@@ -272,9 +292,25 @@ def flops_per_token(cfg, examples, tgt_vocab_size: int) -> float:
     return 3 * forward
 
 
-def _run(fn_name: str, args) -> dict:
-    with mp.get_context("spawn").Pool(1) as pool:
-        return pool.apply(globals()[fn_name], (args,))
+def training_environment() -> dict[str, str]:
+    """What `nmt train` sets in its environment before torch starts (none in older checkouts)."""
+    try:
+        from nmt.cli import TRAINING_ENVIRONMENT
+    except ImportError:
+        return {}
+    return {k: v for k, v in TRAINING_ENVIRONMENT.items() if k not in os.environ}
+
+
+def _run(fn_name: str, args, environment: dict[str, str] | None = None) -> dict:
+    """`fn_name(args)` in a fresh process, started with `environment` added to this one's."""
+    saved = dict(os.environ)
+    os.environ.update(environment or {})
+    try:
+        with mp.get_context("spawn").Pool(1) as pool:
+            return pool.apply(globals()[fn_name], (args,))
+    finally:
+        os.environ.clear()
+        os.environ.update(saved)
 
 
 def machine(device: torch.device) -> dict:
@@ -314,8 +350,10 @@ def main() -> None:
     parser.add_argument("--windows", type=int, default=5)
     parser.add_argument("--window-steps", type=int, default=20)
     parser.add_argument("--decode-sentences", type=int, default=1000)
-    parser.add_argument("--model", choices=("seed", "config"), default="seed",
-                        help="seed: the seed's architecture at the config's sizes; config: the config's model")
+    parser.add_argument("--model", choices=tuple(MODEL_OPTIONS), default="seed",
+                        help="seed: seed 002's architecture at the config's sizes; onmt: OpenNMT-py's RNN "
+                             "architecture; config: the config's model and tokenizer")
+    parser.add_argument("--no-decode", action="store_true", help="measure training only")
     parser.add_argument("--set", dest="overrides", action="append", default=[],
                         help="override a config value, as nmt train --set does (repeatable)")
     parser.add_argument("--json", type=Path, default=None)
@@ -329,15 +367,19 @@ def main() -> None:
         precisions = _precisions(args, device)
     except NmtError as e:
         sys.exit(f"error: {e}")
+    environment = training_environment()
     results: dict = {"threads": args.threads, "config": args.config, "model": args.model, "device": args.device,
-                     "machine": machine(device), "precisions": precisions}
-    steps = ["measure_gemm"] + [("measure_nmt_train", p) for p in precisions] + ["measure_nmt_decode"]
+                     "machine": machine(device), "precisions": precisions, "training_environment": environment,
+                     "overrides": args.overrides}
+    decode = [] if args.no_decode else ["measure_nmt_decode"]
+    steps = ["measure_gemm"] + [("measure_nmt_train", p) for p in precisions] + decode
     if device.type == "cpu":
-        steps += ["measure_seed_train", "measure_seed_decode"]
+        steps += ["measure_seed_train"] + ([] if args.no_decode else ["measure_seed_decode"])
     for step in steps:
         name, precision = step if isinstance(step, tuple) else (step, None)
         start = time.perf_counter()
-        figures = _run(name, argparse.Namespace(**{**vars(args), "precision": precision or args.precision}))
+        figures = _run(name, argparse.Namespace(**{**vars(args), "precision": precision or args.precision}),
+                       environment if name == "measure_nmt_train" else None)
         if precision is not None:
             results.setdefault("train", {})[precision] = figures
         else:
@@ -365,7 +407,8 @@ def print_table(results: dict, args) -> None:
     if args.model == "seed":  # the FLOP count is the seed architecture's
         print(f"model: {first['flops_per_token'] / 1e6:.1f} MFLOP per trained target token")
     for precision, figures in results["train"].items():
-        line = f"train   nmt ({precision}, {args.model} model) {figures['train_tok_s']:8,.0f} tok/s"
+        env = " ".join(f"{k}={v}" for k, v in results["training_environment"].items())
+        line = f"train   nmt ({precision}, {args.model} model{', ' + env if env else ''}) {figures['train_tok_s']:8,.0f} tok/s"
         if "seed_train_tok_s" in results:
             speedup = figures["train_tok_s"] / results["seed_train_tok_s"]
             figures["train_speedup"] = speedup
@@ -377,15 +420,18 @@ def print_table(results: dict, args) -> None:
             line += (f" | GPU busy {100 * figures['gpu_busy_share']:.0f}% of the time | "
                      f"peak GPU memory {figures['gpu_peak_mem_mb']:,.0f} MB")
         print(line)
+    memory = " | ".join(f"nmt {p} {f['peak_rss_mb']:,.0f} MB" for p, f in results["train"].items())
+    if "seed_peak_rss_mb" in results:
+        memory += f" | seed 002 {results['seed_peak_rss_mb']:,.0f} MB"
+    if "greedy_sent_s" not in results:  # --no-decode
+        print(f"memory  peak RSS while training: {memory}")
+        return
     greedy = f"greedy  nmt (fp32) {results['greedy_sent_s']:8,.1f} sent/s"
     if "seed_greedy_sent_s" in results:
         results["greedy_speedup"] = results["greedy_sent_s"] / results["seed_greedy_sent_s"]
         greedy += f" | seed 002 {results['seed_greedy_sent_s']:8,.1f} sent/s | x{results['greedy_speedup']:.2f}"
     print(f"{greedy} ({results['decode_sentences']} test sentences)")
     print(f"beam 5  nmt (fp32) {results['beam5_sent_s']:8,.1f} sent/s (batched)")
-    memory = " | ".join(f"nmt {p} {f['peak_rss_mb']:,.0f} MB" for p, f in results["train"].items())
-    if "seed_peak_rss_mb" in results:
-        memory += f" | seed 002 {results['seed_peak_rss_mb']:,.0f} MB"
     print(f"memory  peak RSS while training: {memory}")
 
 

@@ -183,3 +183,30 @@ def test_small_inference_steps_take_the_cells_path_on_cpu(monkeypatch):
         greedy(model, src[:1].repeat(rows, 1), src_lens[:1].repeat(rows), VOCAB.bos_id, VOCAB.eos_id,
                torch.full((rows,), 3))
     assert not calls
+
+
+@pytest.mark.parametrize("options", [{}, dict(embed_size=16, bidirectional=True, input_feeding=True, tie_embeddings=True),
+                                     dict(num_layers=1, input_feeding=True), dict(num_layers=3, attention="dot")],
+                         ids=["seed", "options", "one-layer", "three-layers-dot"])
+def test_unrolled_training_loop_gives_the_step_loops_loss_and_gradients(options):
+    """Teacher forcing on the CPU takes nmt/model/unrolled.py; pinned to the per-step loop
+    (nn.LSTM, or fused cells), the same batch gives the same loss and gradients."""
+    from nmt.data import Batch
+    from nmt.loss import batch_loss
+
+    src, src_lens = torch.tensor([[5, 6, 7, 2], [8, 2, 0, 0], [9, 10, 2, 0]]), torch.tensor([4, 2, 3])
+    tgt_in = torch.tensor([[1, 9, 10, 11], [1, 12, 0, 0], [1, 13, 14, 0]])
+    tgt_out = torch.tensor([[9, 10, 11, 2], [12, 2, 0, 0], [13, 14, 2, 0]])
+    batch = Batch(src, src_lens, tgt_in, tgt_out, num_tokens=int((tgt_out != 0).sum()))
+    results = {}
+    for path in (None, False, True):  # unrolled, nn.LSTM steps, fused-cell steps
+        model = _model(**options).train()
+        model.decoder.use_cells = path
+        assert model.decoder.unrolled_on(torch.zeros(1)) == (path is None)
+        loss = batch_loss(model, batch, VOCAB.pad_id)
+        loss.backward()
+        results[path] = loss, {name: p.grad for name, p in model.named_parameters()}
+    for path in (False, True):
+        assert torch.allclose(results[None][0], results[path][0], rtol=1e-5)
+        for name, grad in results[None][1].items():
+            assert torch.allclose(grad, results[path][1][name], atol=1e-5), name

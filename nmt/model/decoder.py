@@ -8,6 +8,10 @@ Two options a user of OpenNMT-py or Joey NMT expects, both off in the seed desig
 - input feeding: an attentional output tanh(W [LSTM output; context]) feeds the projection and
   is also read by the next step's LSTM, so each step knows what the last one attended to;
 - tied embeddings: the output projection reuses the target embedding matrix (Press & Wolf, 2017).
+
+One function, three arrangements of the LSTM (tests hold them equal): `step` calls nn.LSTM for
+one position (oneDNN on the CPU) or fused LSTM cells (CUDA, and small decoding steps on the CPU);
+teacher forcing on the CPU in fp32 runs `unrolled`, which measured faster there.
 """
 
 from __future__ import annotations
@@ -20,6 +24,7 @@ from torch import nn
 
 from nmt.model.attention import ATTENTION
 from nmt.model.encoder import LSTMState
+from nmt.model.unrolled import unrolled
 
 # The projection's row count is padded to a multiple of this: oneDNN keeps state per matrix
 # shape, and a different token count every batch grew training memory by ~1 MB a step (bf16).
@@ -133,17 +138,29 @@ class Decoder(nn.Module):
         projection and softmax.
         """
         emb = self.embedding(tgt_in)  # (batch, tgt_len, embed), looked up once for all steps
-        outputs, weights = [], []
-        for t in range(tgt_in.shape[1]):
-            output, state, step_weights = self.step(emb[:, t], state)
-            outputs.append(output)
-            weights.append(step_weights)
-        hidden = torch.stack(outputs, dim=1)  # (batch, tgt_len, hidden)
+        if self.unrolled_on(emb):
+            hidden, final, feed, weights = unrolled(self, emb, state.memory, state.prepared_keys, state.src_mask,
+                                                    state.hidden, state.feed)
+            state = DecoderState(state.memory, state.prepared_keys, state.src_mask, final, feed)
+        else:
+            outputs, step_weights = [], []
+            for t in range(tgt_in.shape[1]):
+                output, state, step_weight = self.step(emb[:, t], state)
+                outputs.append(output)
+                step_weights.append(step_weight)
+            hidden, weights = torch.stack(outputs, dim=1), torch.stack(step_weights, dim=1)  # (batch, tgt_len, ...)
         if positions is None:  # the output projection, the largest matrix product, runs once over all steps
             logits = self.project(hidden.flatten(0, 1)).unflatten(0, hidden.shape[:2])
         else:
             logits = self.project(hidden.flatten(0, 1).index_select(0, positions))
-        return logits, state, torch.stack(weights, dim=1)
+        return logits, state, weights
+
+    def unrolled_on(self, emb: torch.Tensor) -> bool:
+        """Whether teacher forcing takes `unrolled`: on the CPU in fp32, unless `use_cells` pins the
+        step path. CUDA keeps its fused cells, and bf16 autocast oneDNN's bf16 LSTM (not measured
+        against the unrolled loop: no bf16 CPU was at hand)."""
+        return (self.use_cells is None and emb.device.type == "cpu"
+                and not torch.is_autocast_enabled("cpu"))
 
     def decode_step(self, prev_ids: torch.Tensor, state: DecoderState
                     ) -> tuple[torch.Tensor, DecoderState, torch.Tensor]:

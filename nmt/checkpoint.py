@@ -19,6 +19,7 @@ from typing import Any
 
 import torch
 
+from nmt.averaging import load_averaged
 from nmt.config import Config, apply_overrides, config_from_dict
 from nmt.errors import CheckpointError, ConfigError, NmtError
 from nmt.model import Seq2Seq, build_model
@@ -196,7 +197,9 @@ def load_model(checkpoint: str | Path | None, device: torch.device = torch.devic
     model = build_model(cfg.model, src_vocab, tgt_vocab)
     try:
         model.load_state_dict(state["model"])
-    except RuntimeError as e:
+        if state.get("ema"):  # trained with train.ema_decay: translate with the averaged weights
+            load_averaged(model, state["ema"])
+    except (RuntimeError, KeyError) as e:
         detail = str(e).strip().splitlines()
         raise CheckpointError(f"{path}: weights do not fit the model in its config "
                               f"({detail[1].strip() if len(detail) > 1 else detail[0]})") from None

@@ -64,6 +64,9 @@ class DataConfig:
     vocab_size: int = 8000  # subword: pieces per language, learned from the training split
     subword_type: str = "unigram"  # subword: SentencePiece's unigram or bpe
     joint_vocab: bool = False  # subword: one model learned on both languages (names segment alike)
+    split_digits: bool = False  # subword: every digit its own piece on both sides, so numbers copy digit by digit
+    subword_sampling: float = 0.0  # subword regularization: each epoch re-segments the training pairs by
+    # sampling (BPE-dropout's probability for bpe, the smoothing alpha for unigram); 0: off
 
     def __post_init__(self) -> None:
         _positive("data", min_freq=self.min_freq, vocab_size=self.vocab_size)
@@ -77,6 +80,8 @@ class DataConfig:
             if not LANGUAGE_CODE.fullmatch(getattr(self, key)):
                 raise ConfigError(f"data.{key} must be a language code such as en, fr or pt-BR "
                                   f"(got {getattr(self, key)!r})")
+        if not 0 <= self.subword_sampling < 1:
+            raise ConfigError(f"data.subword_sampling must be in [0, 1) (got {self.subword_sampling})")
         if self.src_lang == self.tgt_lang:
             raise ConfigError(f"data.src_lang and data.tgt_lang must differ (both {self.src_lang!r})")
 
@@ -134,6 +139,8 @@ class TrainConfig:
     max_minutes: float = 0.0  # 0: no time limit; otherwise stop cleanly (validate, save) at the budget
     clip_grad: float = 1.0  # max gradient norm; 0 disables clipping
     label_smoothing: float = 0.0
+    ema_decay: float = 0.0  # >0: an exponential moving average of the weights (Marian's exponential smoothing)
+    # is what validation, best.pt and translation use; the raw weights keep training
     seed: int = 1
     threads: int = 0  # torch intra-op threads; 0 keeps torch's default
     device: str = "auto"
@@ -158,6 +165,8 @@ class TrainConfig:
         _one_of("train", LR_SCHEDULES, lr_schedule=self.lr_schedule)
         if not 0 <= self.label_smoothing < 1:
             raise ConfigError(f"train.label_smoothing must be in [0, 1) (got {self.label_smoothing})")
+        if not 0 <= self.ema_decay < 1:
+            raise ConfigError(f"train.ema_decay must be in [0, 1) (got {self.ema_decay})")
         _one_of("train", PRECISIONS, precision=self.precision)
         _one_of("train", DEVICES, device=self.device)
 

@@ -52,10 +52,16 @@ def encode_pairs(pairs: Sequence[Pair], src_vocab: Vocab, tgt_vocab: Vocab,
                  max_len: int | None = None, tokenizer: Tokenizer | None = None) -> list[Example]:
     """Encode pairs (word tokens unless a subword `tokenizer` is given); with `max_len`, drop pairs
     whose either side (with <eos>) is longer."""
+    return encode_tokens(*pair_tokens(pairs, tokenizer), src_vocab, tgt_vocab, max_len)
+
+
+def encode_tokens(src_tokens: Sequence[list[str]], tgt_tokens: Sequence[list[str]], src_vocab: Vocab,
+                  tgt_vocab: Vocab, max_len: int | None = None) -> list[Example]:
+    """Token lists of both sides to examples (ids + <eos>), dropping pairs longer than `max_len`."""
     examples = []
-    for src_tokens, tgt_tokens in zip(*pair_tokens(pairs, tokenizer)):
-        src = src_vocab.encode(src_tokens) + [src_vocab.eos_id]
-        tgt = tgt_vocab.encode(tgt_tokens) + [tgt_vocab.eos_id]
+    for src_side, tgt_side in zip(src_tokens, tgt_tokens):
+        src = src_vocab.encode(src_side) + [src_vocab.eos_id]
+        tgt = tgt_vocab.encode(tgt_side) + [tgt_vocab.eos_id]
         if max_len is None or (len(src) <= max_len and len(tgt) <= max_len):
             examples.append(Example(src, tgt))
     return examples

@@ -116,14 +116,14 @@ class WordTokenizer:
 SUBWORD_FILES = ("src.spm.model", "tgt.spm.model")
 
 
-def train_sentencepiece(texts: Iterable[str], vocab_size: int, model_type: str) -> bytes:
+def train_sentencepiece(texts: Iterable[str], vocab_size: int, model_type: str, split_digits: bool = False) -> bytes:
     """A SentencePiece model (serialized) whose ids 0-3 are nmt's <pad> <bos> <eos> <unk>, so its
     piece list is the vocabulary as it stands."""
     model = io.BytesIO()
     try:
         spm.SentencePieceTrainer.train(
             sentence_iterator=iter(texts), model_writer=model, vocab_size=vocab_size, model_type=model_type,
-            character_coverage=1.0, byte_fallback=True, num_threads=2,
+            character_coverage=1.0, byte_fallback=True, split_digits=split_digits, num_threads=2,
             pad_id=0, bos_id=1, eos_id=2, unk_id=3, pad_piece=PAD, bos_piece=BOS, eos_piece=EOS, unk_piece=UNK,
             hard_vocab_limit=False, minloglevel=2)
     except RuntimeError as e:  # e.g. fewer pieces than the corpus has characters (+ 256 bytes)
@@ -144,15 +144,16 @@ class SubwordTokenizer:
     @classmethod
     def train(cls, src_texts: Sequence[str], tgt_texts: Sequence[str], vocab_size: int,
               model_type: str, joint: bool = False, source_lang: str = "en",
-              target_lang: str = "fr") -> SubwordTokenizer:
+              target_lang: str = "fr", split_digits: bool = False) -> SubwordTokenizer:
         """A model per language, or with `joint` one model learned on both (the same bytes serve
-        both sides), so that a name or a number is cut into the same pieces in both languages."""
+        both sides), so that a name or a number is cut into the same pieces in both languages.
+        `split_digits` makes every digit a piece of its own on both sides."""
         sources = [source_text(t, source_lang) for t in src_texts]
         if joint:
-            model = train_sentencepiece([*sources, *tgt_texts], vocab_size, model_type)
+            model = train_sentencepiece([*sources, *tgt_texts], vocab_size, model_type, split_digits)
             return cls(model, model, source_lang, target_lang)
-        return cls(train_sentencepiece(sources, vocab_size, model_type),
-                   train_sentencepiece(tgt_texts, vocab_size, model_type), source_lang, target_lang)
+        return cls(train_sentencepiece(sources, vocab_size, model_type, split_digits),
+                   train_sentencepiece(tgt_texts, vocab_size, model_type, split_digits), source_lang, target_lang)
 
     def vocabularies(self) -> tuple[Vocab, Vocab]:
         return tuple(Vocab([p.id_to_piece(i) for i in range(p.get_piece_size())])  # type: ignore[return-value]
@@ -163,6 +164,15 @@ class SubwordTokenizer:
 
     def target_tokens(self, texts: Sequence[str]) -> list[list[str]]:
         return self.tgt.encode(list(texts), out_type=str)
+
+    def sampled_tokens(self, src_texts: Sequence[str], tgt_texts: Sequence[str], alpha: float,
+                       seed: int) -> tuple[list[list[str]], list[list[str]]]:
+        """Both sides segmented by sampling instead of the best segmentation (subword
+        regularization: BPE-dropout for bpe models), the same for the same `seed`."""
+        spm.set_random_generator_seed(seed)  # one thread per call keeps the draws in a fixed order
+        sample = dict(out_type=str, enable_sampling=True, alpha=alpha, nbest_size=-1, num_threads=1)
+        return (self.src.encode([source_text(t, self.source_lang) for t in src_texts], **sample),
+                self.tgt.encode(list(tgt_texts), **sample))
 
     def target_text(self, tokens: Sequence[str]) -> str:
         return self.tgt.decode_pieces(list(tokens))

@@ -7,6 +7,7 @@ stopping happen where they are written. `Progress` is everything a resumed run c
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import logging
@@ -21,6 +22,7 @@ import torch
 from tqdm import tqdm
 
 from nmt import distributed, runtime
+from nmt.averaging import ExponentialAverage
 from nmt.checkpoint import BEST, checkpoint_state, publish, save_rotating
 from nmt.config import Config
 from nmt.data import Batch, Example, collate
@@ -106,6 +108,8 @@ class Run:
     translator: Translator  # decodes with the model being trained, for validation
     progress: Progress
     budget: Budget
+    examples: list[Example]  # this epoch's (re-segmented each epoch with data.subword_sampling)
+    ema: ExponentialAverage | None = None  # with train.ema_decay: the weights validation and best.pt use
     clock: float = 0.0  # seconds trained; under DDP the ranks' mean, so their learning rates agree
 
 
@@ -132,9 +136,12 @@ def setup(cfg: Config, out_dir: Path, data_path: str | None = None, resume: dict
     elapsed = 0.0
     if resume is not None:
         elapsed = restore(resume, model, optimizer, schedule, progress, world, out_dir)
+    ema = ExponentialAverage(model, cfg.train.ema_decay) if cfg.train.ema_decay else None
+    if ema is not None and resume is not None and resume.get("ema"):
+        ema.load_state_dict(model, resume["ema"])
     translator = Translator(model, data.src_vocab, data.tgt_vocab, cfg.decode, device, data.tokenizer)
     return Run(cfg, out_dir, world, device, data, model, trained, optimizer, schedule, translator, progress,
-               Budget(cfg.train.max_steps, cfg.train.max_minutes, elapsed), clock=elapsed)
+               Budget(cfg.train.max_steps, cfg.train.max_minutes, elapsed), data.train, ema, clock=elapsed)
 
 
 # The loop ------------------------------------------------------------------------------------
@@ -157,7 +164,8 @@ def train(cfg: Config, out_dir: Path, data_path: str | None = None, quiet: bool 
     with StopSignals() as signals:
         while progress.epoch <= train_cfg.epochs:
             rng.setstate(progress.epoch_rng)  # a resumed run rebuilds this epoch's order, then skips ahead
-            batches = epoch_batches(run.data.train, cfg, rng, world)
+            run.examples = run.data.epoch_examples(progress.epoch, train_cfg.seed)
+            batches = epoch_batches(run.examples, cfg, rng, world)
             epoch_start, first_step = time.monotonic(), progress.step
             with tqdm(total=len(batches), initial=progress.batch_in_epoch, desc=f"epoch {progress.epoch}/"
                       f"{train_cfg.epochs}", disable=quiet, unit="batch", dynamic_ncols=True, leave=False) as bar:
@@ -203,12 +211,14 @@ def epoch_batches(examples: list[Example], cfg: Config, rng: random.Random | Non
 def train_batch(run: Run, indices: list[int], total_steps: int) -> tuple[torch.Tensor | float, int]:
     """One update on the examples at `indices`, at the learning rate the schedule gives now."""
     vocab, progress = run.data.tgt_vocab, run.progress
-    batch = collate([run.data.train[i] for i in indices], vocab.pad_id, vocab.bos_id)
+    batch = collate([run.examples[i] for i in indices], vocab.pad_id, vocab.bos_id)
     used = run.budget.progress(progress.step, total_steps, run.clock if run.world.distributed else None)
     for group in run.optimizer.param_groups:
         group["lr"] = run.schedule.lr(progress.step, used)
     loss, tokens = train_step(run.trained, batch.to(run.device), run.optimizer, run.cfg, vocab.pad_id, run.world)
     progress.advance(loss, tokens)
+    if run.ema is not None:
+        run.ema.update(run.model, progress.step)
     return loss, tokens
 
 
@@ -241,7 +251,10 @@ def validate_and_save(run: Run, reason: str, epoch: int | None = None) -> None:
         if path is not None:
             publish(path, run.out_dir / BEST)
         return
-    result = validate(run.translator, run.data.valid, run.data.references) if run.world.is_main else None
+    result = None
+    if run.world.is_main:
+        with run.ema.applied(run.model) if run.ema is not None else contextlib.nullcontext():
+            result = validate(run.translator, run.data.valid, run.data.references)
     result = distributed.from_main(result, run.world)
     record = {"step": progress.step, "epoch": progress.epoch if epoch is None else epoch,
               "train_loss": round(progress.take_train_loss(), 4), "val_loss": round(result.loss, 4),
@@ -280,6 +293,8 @@ def save(run: Run) -> Path | None:
         return None
     data = run.data
     state = checkpoint_state(run.model, run.optimizer, run.cfg, data.src_vocab, data.tgt_vocab, progress)
+    if run.ema is not None:
+        state["ema"] = run.ema.state_dict(run.model)
     return save_rotating(run.out_dir, state, run.progress.step, run.cfg.train.keep_last)
 
 

@@ -12,9 +12,9 @@ from pathlib import Path
 import yaml
 
 from nmt import distributed
-from nmt.config import Config
-from nmt.corpus import Splits, load_corpus
-from nmt.data import Example, encode_pairs
+from nmt.config import Config, DataConfig
+from nmt.corpus import Pair, Splits, load_corpus
+from nmt.data import Example, encode_pairs, encode_tokens
 from nmt.errors import NmtError
 from nmt.metrics import References, group_references
 from nmt.tokenizer import SubwordTokenizer, Tokenizer, WordTokenizer, load_tokenizer
@@ -28,9 +28,22 @@ class TrainingData:
     tokenizer: Tokenizer
     src_vocab: Vocab
     tgt_vocab: Vocab
-    train: list[Example]  # within data.max_len
+    train: list[Example]  # within data.max_len, in the tokenizer's best segmentation
     valid: list[Example]  # every valid pair: the validation loss
     references: References  # a fixed subset of the valid sources: the validation BLEU
+    train_pairs: list[Pair]  # what `train` was encoded from, for re-segmenting with subword sampling
+    cfg: DataConfig
+
+    def epoch_examples(self, epoch: int, seed: int) -> list[Example]:
+        """The training examples of an epoch: `train`, or with data.subword_sampling each pair
+        segmented anew by sampling, drawn from (seed, epoch), so a resumed run and every
+        process of a torchrun job see the same segmentation."""
+        alpha = self.cfg.subword_sampling
+        if not alpha or not isinstance(self.tokenizer, SubwordTokenizer):
+            return self.train
+        src, tgt = self.tokenizer.sampled_tokens([p.raw[0] for p in self.train_pairs],
+                                                 [p.raw[1] for p in self.train_pairs], alpha, seed * 10_000 + epoch)
+        return encode_tokens(src, tgt, self.src_vocab, self.tgt_vocab, self.cfg.max_len)
 
 
 def load_data(cfg: Config, data_path: str | None, out_dir: Path, resume: dict | None,
@@ -59,7 +72,8 @@ def load_data(cfg: Config, data_path: str | None, out_dir: Path, resume: dict | 
     every = max(1, math.ceil(len(references.sources) / cfg.train.val_bleu_sentences))
     return TrainingData(tokenizer, src_vocab, tgt_vocab, train,
                         encode_pairs(splits.valid, src_vocab, tgt_vocab, tokenizer=tokenizer),
-                        references.subset([i % every == 0 for i in range(len(references.sources))]))
+                        references.subset([i % every == 0 for i in range(len(references.sources))]),
+                        splits.train, cfg.data)
 
 
 def build_vocabularies(cfg: Config, splits: Splits, world: distributed.World) -> tuple[Tokenizer, Vocab, Vocab]:
@@ -74,7 +88,8 @@ def build_vocabularies(cfg: Config, splits: Splits, world: distributed.World) ->
     if world.is_main:
         start = time.monotonic()
         tokenizer = SubwordTokenizer.train([p.raw[0] for p in splits.train], [p.raw[1] for p in splits.train],
-                                           data.vocab_size, data.subword_type, data.joint_vocab, data.source_lang)
+                                           data.vocab_size, data.subword_type, data.joint_vocab, data.source_lang,
+                                           split_digits=data.split_digits)
         logger.info("subword model%s (SentencePiece %s, %d pieces%s) learned in %.1f s",
                     "" if data.joint_vocab else "s", data.subword_type, data.vocab_size,
                     ", both languages" if data.joint_vocab else " a side", time.monotonic() - start)

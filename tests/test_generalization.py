@@ -1,0 +1,109 @@
+"""The options that regularize and average: subword sampling re-segments each epoch the same way
+for the same seed, split digits give numbers the same pieces on both sides, the exponential
+average is what translation uses, and a run with both resumes exactly; eval reports the share
+of numbers copied."""
+
+import pytest
+import torch
+import yaml
+
+from nmt.checkpoint import load_model, newest_good_checkpoint, read_checkpoint
+from nmt.config import config_from_dict
+from nmt.errors import ConfigError
+from nmt.evaluate import numbers_copied
+from nmt.tokenizer import SubwordTokenizer
+from nmt.train import train
+from nmt.training_data import load_data
+from nmt import distributed
+
+from conftest import TINY, toy_lines, write_corpus_zip
+
+NUMBERS = [f"I have {n} cats.\tJ'ai {n} chats." for n in range(3, 203)]  # 200 sources: some in every split
+SUBWORD = {**TINY["data"], "tokenizer": "subword", "vocab_size": 320, "max_len": 24}
+
+
+def _cfg(data=None, **train_options):
+    return config_from_dict({**TINY, "data": {**SUBWORD, **(data or {})},
+                             "model": {**TINY["model"], "dropout": 0.2},
+                             "train": {**TINY["train"], **train_options}})
+
+
+@pytest.fixture
+def corpus(tmp_path):
+    return write_corpus_zip(tmp_path / "toy.zip", toy_lines() + NUMBERS)
+
+
+def test_sampled_segmentations_differ_by_epoch_and_repeat_by_seed(corpus, tmp_path):
+    data = load_data(_cfg({"subword_sampling": 0.3}), str(corpus), tmp_path, None, distributed.SINGLE)
+    first, again, second = (data.epoch_examples(epoch, seed=3) for epoch in (1, 1, 2))
+    assert first == again and first != second  # a resumed run and every process see the same epoch
+    assert first != data.train and len(first) <= len(data.train)  # longer segmentations may pass max_len
+    tokenizer, vocab = data.tokenizer, data.tgt_vocab
+    sentences = {tokenizer.target_text(vocab.decode(ex.tgt)) for ex in data.train}
+    sampled = {tokenizer.target_text(vocab.decode(ex.tgt)) for ex in first}
+    assert sampled <= sentences  # other pieces, the same sentences
+    (tmp_path / "b").mkdir()
+    no_sampling = load_data(_cfg(), str(corpus), tmp_path / "b", None, distributed.SINGLE)
+    assert no_sampling.epoch_examples(2, seed=3) is no_sampling.train
+
+
+def test_split_digits_cut_numbers_alike_on_both_sides():
+    pairs = [line.split("\t") for line in toy_lines() + NUMBERS]
+    split = SubwordTokenizer.train([en for en, _ in pairs], [fr for _, fr in pairs], 320, "bpe", split_digits=True)
+    pieces = split.source_tokens(["I have 1987 cats."])[0], split.target_tokens(["J'ai 1987 chats."])[0]
+    for side in pieces:
+        digits = [p.lstrip("\u2581") for p in side if any(ch.isdigit() for ch in p)]
+        assert digits == ["1", "9", "8", "7"], side
+
+
+def test_averaged_weights_translate_and_resume_exactly(corpus, tmp_path):
+    options = dict(ema_decay=0.9, save_every=5, eval_every=0, lr_schedule="constant")
+    straight = tmp_path / "straight"
+    straight.mkdir()
+    train(_cfg({"subword_sampling": 0.2}, epochs=2, **options), straight, str(corpus), quiet=True)
+    state = read_checkpoint(straight / "last.pt")
+    assert set(state["ema"]) == {n for n, _ in load_model(straight / "last.pt").model.named_parameters()}
+    raw = state["model"]["decoder.out.bias"]
+    assert not torch.equal(state["ema"]["decoder.out.bias"], raw)  # the average lags the weights
+    assert torch.equal(load_model(straight / "last.pt").model.decoder.out.bias, state["ema"]["decoder.out.bias"])
+
+    resumed = tmp_path / "resumed"
+    resumed.mkdir()
+    train(_cfg({"subword_sampling": 0.2}, epochs=1, **options), resumed, str(corpus), quiet=True)
+    _, halfway = newest_good_checkpoint(resumed)
+    train(_cfg({"subword_sampling": 0.2}, epochs=2, **options), resumed, str(corpus), quiet=True, resume=halfway)
+    end = read_checkpoint(resumed / "last.pt")
+    for key in ("model", "ema"):
+        assert all(torch.equal(end[key][k], state[key][k]) for k in state[key]), key
+
+
+def test_numbers_copied():
+    assert numbers_copied("Tom bought 3 apples in 1987.", "Tom a acheté 3 pommes en 1987.")
+    assert numbers_copied("It's 10:30.", "Il est 10 h 30.")
+    assert not numbers_copied("Tom was born in 1987.", "Tom est né en 1978.")
+    assert not numbers_copied("I have 3 cats.", "J'ai trois chats.")
+    assert not numbers_copied("3 and 3.", "3 et trois.")  # each occurrence counts
+
+
+@pytest.mark.parametrize("section, key, value", [("data", "subword_sampling", 1.0), ("train", "ema_decay", 1.0),
+                                                 ("train", "ema_decay", -0.1)])
+def test_option_ranges(section, key, value):
+    with pytest.raises(ConfigError, match=f"{section}.{key} must be in"):
+        config_from_dict({**TINY, section: {**TINY[section], key: value}})
+
+
+def test_eval_reports_numbers_copied(corpus, tmp_path):
+    from typer.testing import CliRunner
+
+    from nmt.cli import app
+
+    config = tmp_path / "c.yaml"
+    config.write_text(yaml.safe_dump({**TINY, "train": {**TINY["train"], "epochs": 2}}), encoding="utf-8")
+    runner = CliRunner()
+    assert runner.invoke(app, ["train", str(config), "--data", str(corpus), "--out", str(tmp_path / "run"),
+                               "--quiet"]).exit_code == 0
+    result = runner.invoke(app, ["eval", "--bleu", "-c", str(tmp_path / "run"), "--data", str(corpus), "--split", "test"])
+    assert result.exit_code == 0, result.output
+    line = next(x for x in result.stdout.splitlines() if x.startswith("numbers copied"))
+    copied, total = (int(x) for x in line.split()[2:5:2])  # "numbers copied: C of N sources with digits ..."
+    assert 0 < total < 20 and 0 <= copied <= total, line

@@ -6,7 +6,6 @@ from __future__ import annotations
 import contextlib
 import functools
 import logging
-import os
 import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -58,19 +57,8 @@ def _setup_logging(quiet: bool = False) -> None:
     logging.getLogger().handlers[0].setLevel(logging.WARNING if quiet else logging.INFO)
 
 
-# Set for `nmt train` before torch loads OpenMP (a value already in the environment wins): its
-# worker threads then spin between parallel regions instead of sleeping. A training step is
-# hundreds of small operations, and waking the second thread for each cost ~10% of fp32 training
-# on a 2-core AVX2 CPU (measured, interleaved runs). Not for serve or translate, where an idle
-# worker would spin a core between requests.
-TRAINING_ENVIRONMENT = {"OMP_WAIT_POLICY": "ACTIVE"}
-
-
 @app.callback()
-def _startup(ctx: typer.Context) -> None:
-    if ctx.invoked_subcommand == "train":
-        for key, value in TRAINING_ENVIRONMENT.items():
-            os.environ.setdefault(key, value)
+def _startup() -> None:
     from nmt import runtime
 
     runtime.keep_freed_memory()  # decoding and training both allocate large per-step tensors
@@ -221,7 +209,8 @@ def _translate_with_attention(translator, sentences: list[str], plot: Optional[P
         if show:
             typer.echo(attention_table(src_tokens, out_tokens, weights))
         if plot:
-            plot_attention(src_tokens, out_tokens, weights, plot, title=sentence)
+            languages = translator.tokenizer.source_lang, translator.tokenizer.target_lang
+            plot_attention(src_tokens, out_tokens, weights, plot, title=sentence, languages=languages)
             typer.echo(f"attention heatmap written to {plot}", err=True)
 
 

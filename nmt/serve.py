@@ -117,7 +117,7 @@ class Service:
         for i, text in enumerate(texts):
             where = "text" if len(texts) == 1 else f"texts[{i}]"
             if not text.strip():
-                raise ApiError(422, f"{where}: empty; send some English text")
+                raise ApiError(422, f"{where}: empty; send some text to translate")
             if len(text) > s.max_chars:
                 raise ApiError(413, f"{where}: {len(text):,} characters; the limit is {s.max_chars:,}")
         beam = s.beam if beam is None else beam
@@ -157,7 +157,7 @@ def create_app(translator: Translator, settings: ServeSettings, info: dict[str, 
         service.queue.close()
 
     app = FastAPI(title="nmt", lifespan=lifespan,
-                  description="English→French translation with an LSTM encoder–decoder with attention.")
+                  description="Translation with an LSTM encoder–decoder with attention.")
     app.state.service = service
 
     @app.exception_handler(ApiError)
@@ -235,7 +235,8 @@ def server_info(loaded: LoadedModel, device_name: str) -> dict[str, Any]:
     best = progress.get("best") or {}
     return {"run": str(loaded.path.parent), "checkpoint": str(loaded.path), "step": progress.get("step"),
             "val_bleu": best.get("val_bleu"), "device": device_name, "precision": "fp32",
-            "trained_in": loaded.cfg.train.precision, "tokenizer": loaded.tokenizer.kind}
+            "trained_in": loaded.cfg.train.precision, "tokenizer": loaded.tokenizer.kind,
+            "source_lang": loaded.tokenizer.source_lang, "target_lang": loaded.tokenizer.target_lang}
 
 
 def bind(host: str, port: int) -> socket.socket:

@@ -37,7 +37,7 @@ def attention_table(src_tokens: list[str], out_tokens: list[str], weights: torch
 
 
 def plot_attention(src_tokens: list[str], out_tokens: list[str], weights: torch.Tensor, path: Path,
-                   title: str | None = None) -> Path:
+                   title: str | None = None, languages: tuple[str, str] = ("en", "fr")) -> Path:
     """A heatmap of the weights (out_len, src_len): source tokens across, output tokens down;
     values written in the cells when the sentence is short enough to read them."""
     plt = _pyplot()
@@ -46,8 +46,8 @@ def plot_attention(src_tokens: list[str], out_tokens: list[str], weights: torch.
     image = ax.imshow(weights.numpy(), cmap="Purples", vmin=0.0, vmax=1.0, aspect="auto")
     ax.set_xticks(range(cols), labels=src_tokens, rotation=45, ha="right")
     ax.set_yticks(range(rows), labels=out_tokens)
-    ax.set_xlabel("source (English)")
-    ax.set_ylabel("output (French)")
+    ax.set_xlabel(f"source ({languages[0]})")
+    ax.set_ylabel(f"output ({languages[1]})")
     if rows * cols <= 300:
         for i in range(rows):
             for j in range(cols):

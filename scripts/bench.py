@@ -26,8 +26,6 @@ seed and onmt use the seed's units, d2l's word vocabulary and pairs of up to 20 
 (--set data.tokenizer=... or data.max_len=... change that); both sides always train on the same
 sentences and ids (the seed reference takes any vocabulary).
 
-nmt's training runs with the process environment `nmt train` sets (OpenMP's wait policy), read from
-the nmt it measures, so a benchmark of an older checkout measures it as its users ran it.
 `--no-decode` measures training only (the decoding API differs between versions).
 
 Each measurement runs in a fresh process (so peak memory is its own) on the same training
@@ -292,25 +290,10 @@ def flops_per_token(cfg, examples, tgt_vocab_size: int) -> float:
     return 3 * forward
 
 
-def training_environment() -> dict[str, str]:
-    """What `nmt train` sets in its environment before torch starts (none in older checkouts)."""
-    try:
-        from nmt.cli import TRAINING_ENVIRONMENT
-    except ImportError:
-        return {}
-    return {k: v for k, v in TRAINING_ENVIRONMENT.items() if k not in os.environ}
-
-
-def _run(fn_name: str, args, environment: dict[str, str] | None = None) -> dict:
-    """`fn_name(args)` in a fresh process, started with `environment` added to this one's."""
-    saved = dict(os.environ)
-    os.environ.update(environment or {})
-    try:
-        with mp.get_context("spawn").Pool(1) as pool:
-            return pool.apply(globals()[fn_name], (args,))
-    finally:
-        os.environ.clear()
-        os.environ.update(saved)
+def _run(fn_name: str, args) -> dict:
+    """`fn_name(args)` in a fresh process."""
+    with mp.get_context("spawn").Pool(1) as pool:
+        return pool.apply(globals()[fn_name], (args,))
 
 
 def machine(device: torch.device) -> dict:
@@ -367,9 +350,8 @@ def main() -> None:
         precisions = _precisions(args, device)
     except NmtError as e:
         sys.exit(f"error: {e}")
-    environment = training_environment()
     results: dict = {"threads": args.threads, "config": args.config, "model": args.model, "device": args.device,
-                     "machine": machine(device), "precisions": precisions, "training_environment": environment,
+                     "machine": machine(device), "precisions": precisions,
                      "overrides": args.overrides}
     decode = [] if args.no_decode else ["measure_nmt_decode"]
     steps = ["measure_gemm"] + [("measure_nmt_train", p) for p in precisions] + decode
@@ -378,8 +360,7 @@ def main() -> None:
     for step in steps:
         name, precision = step if isinstance(step, tuple) else (step, None)
         start = time.perf_counter()
-        figures = _run(name, argparse.Namespace(**{**vars(args), "precision": precision or args.precision}),
-                       environment if name == "measure_nmt_train" else None)
+        figures = _run(name, argparse.Namespace(**{**vars(args), "precision": precision or args.precision}))
         if precision is not None:
             results.setdefault("train", {})[precision] = figures
         else:
@@ -407,8 +388,7 @@ def print_table(results: dict, args) -> None:
     if args.model == "seed":  # the FLOP count is the seed architecture's
         print(f"model: {first['flops_per_token'] / 1e6:.1f} MFLOP per trained target token")
     for precision, figures in results["train"].items():
-        env = " ".join(f"{k}={v}" for k, v in results["training_environment"].items())
-        line = f"train   nmt ({precision}, {args.model} model{', ' + env if env else ''}) {figures['train_tok_s']:8,.0f} tok/s"
+        line = f"train   nmt ({precision}, {args.model} model) {figures['train_tok_s']:8,.0f} tok/s"
         if "seed_train_tok_s" in results:
             speedup = figures["train_tok_s"] / results["seed_train_tok_s"]
             figures["train_speedup"] = speedup

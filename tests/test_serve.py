@@ -56,6 +56,7 @@ def test_health_names_the_run(client, run):
     health = client.get("/health").json()
     assert health["status"] == "ok" and health["run"] == str(run) and health["device"] == "cpu"
     assert health["step"] > 0 and health["val_bleu"] is not None and health["uptime_s"] >= 0
+    assert (health["source_lang"], health["target_lang"]) == ("en", "fr")  # the page's heading
 
 
 def test_translate_gives_what_nmt_translate_gives(client, translator):

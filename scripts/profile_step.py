@@ -41,7 +41,7 @@ def main() -> None:
     prepare_args = argparse.Namespace(config=args.config, data=None, threads=torch.get_num_threads(),
                                       overrides=args.overrides, model="config",
                                       precision=runtime.resolve_precision(requested, device))
-    cfg, _, sv, tv, examples = _prepare(prepare_args)
+    cfg, _, sv, tv, examples, _ = _prepare(prepare_args)
     torch.manual_seed(0)
     model = build_model(cfg.model, sv, tv).to(device).train()
     optimizer = torch.optim.Adam(model.parameters(), lr=cfg.train.lr, fused=True)

@@ -3,7 +3,8 @@
 # ones given in ALL together. The baseline is configs/default.yaml with BASE's overrides: by
 # default without split_digits, the default as it was before this ablation put split_digits in
 # it. Runs train one after another (2 threads each on a 2-core machine), then `nmt eval --bleu`
-# greedy and with beam 5 on the test split: standard BLEU, the rare-word subset, numbers copied. Finished runs are kept and skipped; the table is printed last.
+# greedy and with beam 5 on the test split: standard BLEU, the rare-word subset, numbers copied.
+# Finished runs are kept and skipped; the table is printed last.
 #   bash scripts/ablate_generalization.sh                        # 30 minutes a run
 #   MINUTES=10 RUNS="baseline ema" bash scripts/ablate_generalization.sh
 set -euo pipefail

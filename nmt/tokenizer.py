@@ -16,7 +16,7 @@ import io
 import re
 from collections.abc import Iterable, Sequence
 from pathlib import Path
-from typing import Protocol
+from typing import Any, Protocol
 
 import sentencepiece as spm
 
@@ -159,20 +159,19 @@ class SubwordTokenizer:
         return tuple(Vocab([p.id_to_piece(i) for i in range(p.get_piece_size())])  # type: ignore[return-value]
                      for p in (self.src, self.tgt))
 
-    def source_tokens(self, texts: Sequence[str]) -> list[list[str]]:
-        return self.src.encode([source_text(t, self.source_lang) for t in texts], out_type=str)
+    def source_tokens(self, texts: Sequence[str], **encode_options: Any) -> list[list[str]]:
+        return self.src.encode([source_text(t, self.source_lang) for t in texts], out_type=str, **encode_options)
 
-    def target_tokens(self, texts: Sequence[str]) -> list[list[str]]:
-        return self.tgt.encode(list(texts), out_type=str)
+    def target_tokens(self, texts: Sequence[str], **encode_options: Any) -> list[list[str]]:
+        return self.tgt.encode(list(texts), out_type=str, **encode_options)
 
     def sampled_tokens(self, src_texts: Sequence[str], tgt_texts: Sequence[str], alpha: float,
                        seed: int) -> tuple[list[list[str]], list[list[str]]]:
         """Both sides segmented by sampling instead of the best segmentation (subword
         regularization: BPE-dropout for bpe models), the same for the same `seed`."""
         spm.set_random_generator_seed(seed)  # one thread per call keeps the draws in a fixed order
-        sample = dict(out_type=str, enable_sampling=True, alpha=alpha, nbest_size=-1, num_threads=1)
-        return (self.src.encode([source_text(t, self.source_lang) for t in src_texts], **sample),
-                self.tgt.encode(list(tgt_texts), **sample))
+        sample = dict(enable_sampling=True, alpha=alpha, nbest_size=-1, num_threads=1)
+        return self.source_tokens(src_texts, **sample), self.target_tokens(tgt_texts, **sample)
 
     def target_text(self, tokens: Sequence[str]) -> str:
         return self.tgt.decode_pieces(list(tokens))

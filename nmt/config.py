@@ -109,6 +109,7 @@ class ModelConfig:
     input_feeding: bool = False  # the last attentional output is fed back into the decoder LSTM
     tie_embeddings: bool = False  # the output projection shares the target embedding matrix
     share_embeddings: bool = False  # encoder and decoder share one embedding matrix (needs data.joint_vocab)
+    copy_attention: bool = False  # a gate mixes in copying source tokens by attention (pointer-generator)
 
     def __post_init__(self) -> None:
         _positive("model", embed_size=self.embed_size, hidden_size=self.hidden_size,

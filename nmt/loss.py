@@ -13,6 +13,7 @@ import torch.nn.functional as F
 from nmt import runtime
 from nmt.data import Batch, Example, iterate_batches
 from nmt.model import Seq2Seq
+from nmt.model.copy import CopyScores
 
 
 def autocast(device: torch.device, precision: str) -> torch.autocast:
@@ -31,8 +32,10 @@ def batch_loss(model: Seq2Seq, batch: Batch, pad_id: int, precision: str = "fp32
         positions = (batch.tgt_out.flatten() != pad_id).nonzero().squeeze(1)
     with autocast(batch.src.device, precision):
         logits = model(batch.src, batch.src_lens, batch.tgt_in, positions)  # (num_tokens, vocab)
-    return F.cross_entropy(logits.float(), batch.tgt_out.flatten()[positions], reduction="sum",
-                           label_smoothing=label_smoothing)
+    targets = batch.tgt_out.flatten()[positions]
+    if isinstance(logits, CopyScores):
+        return logits.cross_entropy(targets, label_smoothing)
+    return F.cross_entropy(logits.float(), targets, reduction="sum", label_smoothing=label_smoothing)
 
 
 @torch.inference_mode()

@@ -186,8 +186,9 @@ def test_small_inference_steps_take_the_cells_path_on_cpu(monkeypatch):
 
 
 @pytest.mark.parametrize("options", [{}, dict(embed_size=16, bidirectional=True, input_feeding=True, tie_embeddings=True),
-                                     dict(num_layers=1, input_feeding=True), dict(num_layers=3, attention="dot")],
-                         ids=["seed", "options", "one-layer", "three-layers-dot"])
+                                     dict(num_layers=1, input_feeding=True), dict(num_layers=3, attention="dot"),
+                                     dict(input_feeding=True, copy_attention=True)],
+                         ids=["seed", "options", "one-layer", "three-layers-dot", "copy"])
 def test_unrolled_training_loop_gives_the_step_loops_loss_and_gradients(options):
     """Teacher forcing on the CPU takes nmt/model/unrolled.py; pinned to the per-step loop
     (nn.LSTM, or fused cells), the same batch gives the same loss and gradients."""

@@ -16,13 +16,14 @@ teacher forcing on the CPU in fp32 runs `unrolled`, which measured faster there.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
 from nmt.model.attention import ATTENTION
+from nmt.model.copy import CopyGate
 from nmt.model.encoder import LSTMState
 from nmt.model.unrolled import unrolled
 
@@ -44,12 +45,14 @@ class DecoderState:
     src_mask: torch.Tensor  # (batch, src_len) True on real source tokens
     hidden: LSTMState  # (h, c), each (layers, batch, hidden)
     feed: torch.Tensor | None = None  # (batch, hidden) last attentional output, with input feeding
+    copy_ids: torch.Tensor | None = None  # (batch, src_len) target ids of the source, with copy attention
 
     def select(self, index: torch.Tensor) -> DecoderState:
         """Keep (and repeat) batch rows by `index`, as beam search and finished-row pruning need."""
         h, c = self.hidden
         return DecoderState(self.memory[index], self.prepared_keys[index], self.src_mask[index],
-                            (h[:, index], c[:, index]), None if self.feed is None else self.feed[index])
+                            (h[:, index], c[:, index]), None if self.feed is None else self.feed[index],
+                            None if self.copy_ids is None else self.copy_ids[index])
 
 
 def lstm_cells_step(rnn: nn.LSTM, x: torch.Tensor, state: LSTMState) -> tuple[torch.Tensor, LSTMState]:
@@ -76,7 +79,7 @@ def lstm_cells_step(rnn: nn.LSTM, x: torch.Tensor, state: LSTMState) -> tuple[to
 class Decoder(nn.Module):
     def __init__(self, vocab_size: int, embed_size: int, hidden_size: int, num_layers: int,
                  dropout: float = 0.0, attention: str = "additive", pad_id: int = 0,
-                 input_feeding: bool = False, tie_embeddings: bool = False):
+                 input_feeding: bool = False, tie_embeddings: bool = False, copy: CopyGate | None = None):
         super().__init__()
         if tie_embeddings and embed_size != hidden_size:
             raise ValueError(f"tied embeddings need embed_size == hidden_size ({embed_size} != {hidden_size})")
@@ -89,13 +92,17 @@ class Decoder(nn.Module):
         self.out = nn.Linear(hidden_size, vocab_size)
         if tie_embeddings:
             self.out.weight = self.embedding.weight
+        self.copy = copy
         self.use_cells: bool | None = None  # None: cells on CUDA and for small inference steps (see above)
 
-    def init_state(self, memory: torch.Tensor, hidden: LSTMState, src_mask: torch.Tensor) -> DecoderState:
+    def init_state(self, memory: torch.Tensor, hidden: LSTMState, src_mask: torch.Tensor,
+                   src: torch.Tensor | None = None) -> DecoderState:
+        """`src` (batch, src_len), the source ids, is needed with copy attention only."""
         feed = None
         if self.attentional is not None:
             feed = memory.new_zeros(memory.shape[0], self.attentional.out_features)
-        return DecoderState(memory, self.attention.prepare_keys(memory), src_mask, hidden, feed)
+        copy_ids = None if self.copy is None else self.copy.copy_ids(src)
+        return DecoderState(memory, self.attention.prepare_keys(memory), src_mask, hidden, feed, copy_ids)
 
     def step(self, emb: torch.Tensor, state: DecoderState
              ) -> tuple[torch.Tensor, DecoderState, torch.Tensor]:
@@ -118,7 +125,7 @@ class Decoder(nn.Module):
         feed = None
         if self.attentional is not None:
             output = feed = torch.tanh(self.attentional(torch.cat((output, context), dim=-1)))
-        return output, DecoderState(state.memory, state.prepared_keys, state.src_mask, hidden, feed), weights.squeeze(1)
+        return output, replace(state, hidden=hidden, feed=feed), weights.squeeze(1)
 
     def project(self, hidden: torch.Tensor) -> torch.Tensor:
         """(rows, hidden) -> (rows, vocab) logits, computed for a padded row count (see above)."""
@@ -131,7 +138,9 @@ class Decoder(nn.Module):
     def forward(self, tgt_in: torch.Tensor, state: DecoderState, positions: torch.Tensor | None = None
                 ) -> tuple[torch.Tensor, DecoderState, torch.Tensor]:
         """Teacher-forced run: tgt_in (batch, tgt_len) -> logits (batch, tgt_len, vocab),
-        final state, attention weights (batch, tgt_len, src_len).
+        final state, attention weights (batch, tgt_len, src_len). With copy attention, the
+        mixture's log-probabilities in place of the logits (see `nmt.model.copy`), or with
+        `positions` its `CopyScores`, from which the loss needs only the targets' share.
 
         With `positions`, flat indices into (batch * tgt_len) such as the non-pad targets, logits
         come only for those, as (len(positions), vocab): padding never reaches the large output
@@ -141,7 +150,7 @@ class Decoder(nn.Module):
         if self.unrolled_on(emb):
             hidden, final, feed, weights = unrolled(self, emb, state.memory, state.prepared_keys, state.src_mask,
                                                     state.hidden, state.feed)
-            state = DecoderState(state.memory, state.prepared_keys, state.src_mask, final, feed)
+            state = replace(state, hidden=final, feed=feed)
         else:
             outputs, step_weights = [], []
             for t in range(tgt_in.shape[1]):
@@ -149,10 +158,20 @@ class Decoder(nn.Module):
                 outputs.append(output)
                 step_weights.append(step_weight)
             hidden, weights = torch.stack(outputs, dim=1), torch.stack(step_weights, dim=1)  # (batch, tgt_len, ...)
-        if positions is None:  # the output projection, the largest matrix product, runs once over all steps
-            logits = self.project(hidden.flatten(0, 1)).unflatten(0, hidden.shape[:2])
-        else:
-            logits = self.project(hidden.flatten(0, 1).index_select(0, positions))
+
+        def rows(x: torch.Tensor) -> torch.Tensor:  # (batch, tgt_len, ...) -> (rows, ...)
+            return x.flatten(0, 1) if positions is None else x.flatten(0, 1).index_select(0, positions)
+
+        outputs = rows(hidden)
+        logits = self.project(outputs)  # the output projection, the largest matrix product: once for all steps
+        if self.copy is not None:
+            copy_ids = state.copy_ids[:, None].expand(-1, tgt_in.shape[1], -1)
+            logits = self.copy(logits, outputs, rows(emb), rows(weights), rows(copy_ids))
+            if positions is not None:
+                return logits, state, weights
+            logits = logits.log_probs()
+        if positions is None:
+            logits = logits.unflatten(0, hidden.shape[:2])
         return logits, state, weights
 
     def unrolled_on(self, emb: torch.Tensor) -> bool:
@@ -165,5 +184,9 @@ class Decoder(nn.Module):
     def decode_step(self, prev_ids: torch.Tensor, state: DecoderState
                     ) -> tuple[torch.Tensor, DecoderState, torch.Tensor]:
         """prev_ids (batch,) -> logits (batch, vocab), new state, weights (batch, src_len)."""
-        output, state, weights = self.step(self.embedding(prev_ids), state)
-        return self.out(output), state, weights
+        emb = self.embedding(prev_ids)
+        output, state, weights = self.step(emb, state)
+        logits = self.out(output)
+        if self.copy is not None:
+            logits = self.copy(logits, output, emb, weights, state.copy_ids).log_probs()
+        return logits, state, weights

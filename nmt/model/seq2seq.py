@@ -7,6 +7,7 @@ from torch import nn
 
 from nmt.config import ModelConfig
 from nmt.model.attention import sequence_mask
+from nmt.model.copy import CopyGate
 from nmt.model.decoder import Decoder, DecoderState
 from nmt.model.encoder import Encoder
 from nmt.runtime import to_device
@@ -25,7 +26,7 @@ class Seq2Seq(nn.Module):
         Lengths already on the host (training batches keep them there) cost no wait for the GPU."""
         memory, hidden = self.encoder(src, src_lens.cpu())
         src_mask = sequence_mask(to_device(src_lens, src.device), src.shape[1])
-        return self.decoder.init_state(memory, hidden, src_mask)
+        return self.decoder.init_state(memory, hidden, src_mask, src)
 
     def decode_step(self, prev_ids: torch.Tensor, state: DecoderState
                     ) -> tuple[torch.Tensor, DecoderState, torch.Tensor]:
@@ -34,7 +35,7 @@ class Seq2Seq(nn.Module):
     def forward(self, src: torch.Tensor, src_lens: torch.Tensor, tgt_in: torch.Tensor,
                 positions: torch.Tensor | None = None) -> torch.Tensor:
         """Teacher forcing: -> logits (batch, tgt_len, tgt_vocab), or (len(positions), tgt_vocab)
-        for the flat (batch * tgt_len) `positions` only."""
+        for the flat (batch * tgt_len) `positions` only (with copy attention: `CopyScores`)."""
         logits, _, _ = self.decoder(tgt_in, self.encode(src, src_lens), positions)
         return logits
 
@@ -46,7 +47,8 @@ def build_model(cfg: ModelConfig, src_vocab: Vocab, tgt_vocab: Vocab) -> Seq2Seq
     decoder = Decoder(vocab_size=len(tgt_vocab), embed_size=cfg.embed_size, hidden_size=cfg.hidden_size,
                       num_layers=cfg.num_layers, dropout=cfg.dropout, attention=cfg.attention,
                       pad_id=tgt_vocab.pad_id, input_feeding=cfg.input_feeding,
-                      tie_embeddings=cfg.tie_embeddings)
+                      tie_embeddings=cfg.tie_embeddings,
+                      copy=CopyGate(cfg.hidden_size, cfg.embed_size, src_vocab, tgt_vocab) if cfg.copy_attention else None)
     if cfg.share_embeddings:  # one vocabulary for both languages: a name is one row for both sides
         if src_vocab != tgt_vocab:
             raise ValueError("model.share_embeddings needs the same source and target vocabulary")

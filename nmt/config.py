@@ -67,6 +67,8 @@ class DataConfig:
     split_digits: bool = False  # subword: every digit its own piece on both sides, so numbers copy digit by digit
     subword_sampling: float = 0.0  # subword regularization: each epoch re-segments the training pairs by
     # sampling (BPE-dropout's probability for bpe, the smoothing alpha for unigram); 0: off
+    copy_augment: float = 0.0  # subword: share of the pairs with names or numbers on both sides that have
+    # them replaced by random ones each epoch, the same on both sides (nmt/augment.py); 0: off
 
     def __post_init__(self) -> None:
         _positive("data", min_freq=self.min_freq, vocab_size=self.vocab_size)
@@ -82,6 +84,11 @@ class DataConfig:
                                   f"(got {getattr(self, key)!r})")
         if not 0 <= self.subword_sampling < 1:
             raise ConfigError(f"data.subword_sampling must be in [0, 1) (got {self.subword_sampling})")
+        if not 0 <= self.copy_augment <= 1:
+            raise ConfigError(f"data.copy_augment must be in [0, 1] (got {self.copy_augment})")
+        if self.copy_augment and self.tokenizer != "subword":
+            raise ConfigError("data.copy_augment needs data.tokenizer: subword (a word vocabulary "
+                              "has no pieces to spell a random name with)")
         if self.src_lang == self.tgt_lang:
             raise ConfigError(f"data.src_lang and data.tgt_lang must differ (both {self.src_lang!r})")
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import logging
 import math
+import random
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -12,6 +13,7 @@ from pathlib import Path
 import yaml
 
 from nmt import distributed
+from nmt.augment import replace_copyable
 from nmt.config import Config, DataConfig
 from nmt.corpus import Pair, Splits, load_corpus
 from nmt.data import Example, encode_pairs, encode_tokens
@@ -35,14 +37,21 @@ class TrainingData:
     cfg: DataConfig
 
     def epoch_examples(self, epoch: int, seed: int) -> list[Example]:
-        """The training examples of an epoch: `train`, or with data.subword_sampling each pair
-        segmented anew by sampling, drawn from (seed, epoch), so a resumed run and every
-        process of a torchrun job see the same segmentation."""
-        alpha = self.cfg.subword_sampling
-        if not alpha or not isinstance(self.tokenizer, SubwordTokenizer):
+        """The training examples of an epoch: `train`, or encoded anew with data.copy_augment's
+        random names and numbers and data.subword_sampling's sampled segmentation, drawn from
+        (seed, epoch), so a resumed run and every process of a torchrun job see the same."""
+        alpha, share = self.cfg.subword_sampling, self.cfg.copy_augment
+        if not (alpha or share) or not isinstance(self.tokenizer, SubwordTokenizer):
             return self.train
-        src, tgt = self.tokenizer.sampled_tokens([p.raw[0] for p in self.train_pairs],
-                                                 [p.raw[1] for p in self.train_pairs], alpha, seed * 10_000 + epoch)
+        draw = seed * 10_000 + epoch
+        texts = [p.raw for p in self.train_pairs]
+        if share:
+            texts = replace_copyable(texts, share, random.Random(draw))
+        src_texts, tgt_texts = [src for src, _ in texts], [tgt for _, tgt in texts]
+        if alpha:
+            src, tgt = self.tokenizer.sampled_tokens(src_texts, tgt_texts, alpha, draw)
+        else:
+            src, tgt = self.tokenizer.source_tokens(src_texts), self.tokenizer.target_tokens(tgt_texts)
         return encode_tokens(src, tgt, self.src_vocab, self.tgt_vocab, self.cfg.max_len)
 
 

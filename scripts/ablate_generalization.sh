@@ -11,7 +11,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 MINUTES=${MINUTES:-30}
 OUT=${OUT:-runs/generalization}
-RUNS=${RUNS:-"baseline label_smoothing subword_sampling ema split_digits all"}
+RUNS=${RUNS:-"baseline label_smoothing subword_sampling ema split_digits copy all"}
 BASE=${BASE:-"--set data.split_digits=false"}
 ALL=${ALL:-"--set train.label_smoothing=0.1 --set data.subword_sampling=0.1 --set train.ema_decay=0.999 --set data.split_digits=true"}
 NMT=${NMT:-.venv/bin/nmt}
@@ -24,6 +24,7 @@ options() {  # a run's name -> its --set overrides
     subword_sampling) echo "--set data.subword_sampling=0.1" ;;
     ema) echo "--set train.ema_decay=0.999" ;;
     split_digits) echo "--set data.split_digits=true" ;;
+    copy) echo "--set model.copy_attention=true" ;;
     all) echo "$ALL" ;;
     *) echo "unknown run $1" >&2; exit 2 ;;
   esac

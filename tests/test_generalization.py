@@ -1,12 +1,15 @@
 """The options that regularize and average: subword sampling re-segments each epoch the same way
 for the same seed, split digits give numbers the same pieces on both sides, the exponential
-average is what translation uses, and a run with both resumes exactly; eval reports the share
-of numbers copied."""
+average is what translation uses, and a run with both resumes exactly; copy augmentation
+swaps shared names and numbers alike on both sides; eval reports the share of numbers copied."""
+
+import random
 
 import pytest
 import torch
 import yaml
 
+from nmt.augment import replace_copyable, shared_copyable
 from nmt.checkpoint import load_model, newest_good_checkpoint, read_checkpoint
 from nmt.config import config_from_dict
 from nmt.errors import ConfigError
@@ -47,6 +50,29 @@ def test_sampled_segmentations_differ_by_epoch_and_repeat_by_seed(corpus, tmp_pa
     assert no_sampling.epoch_examples(2, seed=3) is no_sampling.train
 
 
+def test_shared_names_and_numbers_are_replaced_alike_on_both_sides():
+    pair = ("Tom bought 3 apples in Montréal for Mary.", "Tom a acheté 3 pommes à Montréal.")
+    assert shared_copyable(*pair) == ["Tom", "3", "Montréal"]  # not Mary (one side), nor lower-case words
+    assert shared_copyable("Tom's 13 cats.", "Les 3 chats de Tom.") == ["Tom"]  # 13 is not 3
+    (src, tgt), = replace_copyable([pair], 1.0, random.Random(0))
+    new = shared_copyable(src, tgt)
+    assert len(new) == 3 and not set(new) & {"Tom", "3", "Montréal"} and new[1].isdigit()
+    assert src.endswith(" for Mary.") and " pommes à " in tgt  # the rest is untouched
+    assert replace_copyable([pair], 1.0, random.Random(0)) == [(src, tgt)]  # the same draw, the same pair
+    assert replace_copyable([pair], 0.0, random.Random(0)) == [pair]
+
+
+def test_copy_augmented_epochs_differ_by_epoch_and_repeat_by_seed(corpus, tmp_path):
+    data = load_data(_cfg({"copy_augment": 1.0}), str(corpus), tmp_path, None, distributed.SINGLE)
+    first, again, second = (data.epoch_examples(epoch, seed=3) for epoch in (1, 1, 2))
+    assert first == again and first != second
+    tokenizer, vocab = data.tokenizer, data.tgt_vocab
+    changed = [tokenizer.target_text(vocab.decode(a.tgt)) for a, b in zip(first, data.train) if a != b]
+    assert changed and all("chats" in t and "J'ai" in t for t in changed)  # only the numbers' pairs
+    with pytest.raises(ConfigError, match="data.copy_augment needs data.tokenizer: subword"):
+        config_from_dict({**TINY, "data": {**TINY["data"], "copy_augment": 0.5}})
+
+
 def test_split_digits_cut_numbers_alike_on_both_sides():
     pairs = [line.split("\t") for line in toy_lines() + NUMBERS]
     split = SubwordTokenizer.train([en for en, _ in pairs], [fr for _, fr in pairs], 320, "bpe", split_digits=True)
@@ -85,7 +111,7 @@ def test_numbers_copied():
     assert not numbers_copied("3 and 3.", "3 et trois.")  # each occurrence counts
 
 
-@pytest.mark.parametrize("section, key, value", [("data", "subword_sampling", 1.0), ("train", "ema_decay", 1.0),
+@pytest.mark.parametrize("section, key, value", [("data", "subword_sampling", 1.0), ("data", "copy_augment", 1.5), ("train", "ema_decay", 1.0),
                                                  ("train", "ema_decay", -0.1)])
 def test_option_ranges(section, key, value):
     with pytest.raises(ConfigError, match=f"{section}.{key} must be in"):

@@ -23,7 +23,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from nmt.model.attention import ATTENTION
-from nmt.model.copy import CopyGate
+from nmt.model.copy import CopyGate, CopyScores
 from nmt.model.encoder import LSTMState
 from nmt.model.unrolled import unrolled
 
@@ -136,7 +136,7 @@ class Decoder(nn.Module):
         return self.out(F.pad(hidden, (0, 0, 0, padded)))[:rows]
 
     def forward(self, tgt_in: torch.Tensor, state: DecoderState, positions: torch.Tensor | None = None
-                ) -> tuple[torch.Tensor, DecoderState, torch.Tensor]:
+                ) -> tuple[torch.Tensor | CopyScores, DecoderState, torch.Tensor]:
         """Teacher-forced run: tgt_in (batch, tgt_len) -> logits (batch, tgt_len, vocab),
         final state, attention weights (batch, tgt_len, src_len). With copy attention, the
         mixture's log-probabilities in place of the logits (see `nmt.model.copy`), or with

@@ -7,7 +7,7 @@ from torch import nn
 
 from nmt.config import ModelConfig
 from nmt.model.attention import sequence_mask
-from nmt.model.copy import CopyGate
+from nmt.model.copy import CopyGate, CopyScores
 from nmt.model.decoder import Decoder, DecoderState
 from nmt.model.encoder import Encoder
 from nmt.runtime import to_device
@@ -33,7 +33,7 @@ class Seq2Seq(nn.Module):
         return self.decoder.decode_step(prev_ids, state)
 
     def forward(self, src: torch.Tensor, src_lens: torch.Tensor, tgt_in: torch.Tensor,
-                positions: torch.Tensor | None = None) -> torch.Tensor:
+                positions: torch.Tensor | None = None) -> torch.Tensor | CopyScores:
         """Teacher forcing: -> logits (batch, tgt_len, tgt_vocab), or (len(positions), tgt_vocab)
         for the flat (batch * tgt_len) `positions` only (with copy attention: `CopyScores`)."""
         logits, _, _ = self.decoder(tgt_in, self.encode(src, src_lens), positions)

@@ -25,6 +25,7 @@ options() {  # a run's name -> its --set overrides
     ema) echo "--set train.ema_decay=0.999" ;;
     split_digits) echo "--set data.split_digits=true" ;;
     copy) echo "--set model.copy_attention=true" ;;
+    copy_augment) echo "--set model.copy_attention=true --set data.copy_augment=0.5" ;;
     all) echo "$ALL" ;;
     *) echo "unknown run $1" >&2; exit 2 ;;
   esac

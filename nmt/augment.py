@@ -34,16 +34,20 @@ def shared_copyable(src: str, tgt: str) -> list[str]:
     return list(dict.fromkeys(found))
 
 
+def replace_shared(pair: tuple[str, str], shared: Sequence[str], rng: random.Random) -> tuple[str, str]:
+    """`pair` with each of its `shared` names and numbers replaced by a random one, alike on both sides."""
+    new = {word: random_like(word, rng) for word in shared}
+    pattern = re.compile(r"\b(?:" + "|".join(map(re.escape, shared)) + r")\b")
+    src, tgt = (pattern.sub(lambda m: new[m.group(0)], text) for text in pair)
+    return src, tgt
+
+
 def replace_copyable(pairs: Sequence[tuple[str, str]], share: float, rng: random.Random
                      ) -> list[tuple[str, str]]:
     """`pairs` with, in each pair that has shared names or numbers, with probability `share`,
     every one of them replaced by a random one (the same on both sides)."""
     out = []
-    for src, tgt in pairs:
-        shared = shared_copyable(src, tgt)
-        if shared and rng.random() < share:
-            new = {word: random_like(word, rng) for word in shared}
-            pattern = re.compile(r"\b(?:" + "|".join(map(re.escape, shared)) + r")\b")
-            src, tgt = (pattern.sub(lambda m: new[m.group(0)], text) for text in (src, tgt))
-        out.append((src, tgt))
+    for pair in pairs:
+        shared = shared_copyable(*pair)
+        out.append(replace_shared(pair, shared, rng) if shared and rng.random() < share else pair)
     return out

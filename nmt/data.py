@@ -62,9 +62,14 @@ def encode_tokens(src_tokens: Sequence[list[str]], tgt_tokens: Sequence[list[str
     for src_side, tgt_side in zip(src_tokens, tgt_tokens):
         src = src_vocab.encode(src_side) + [src_vocab.eos_id]
         tgt = tgt_vocab.encode(tgt_side) + [tgt_vocab.eos_id]
-        if max_len is None or (len(src) <= max_len and len(tgt) <= max_len):
+        if max_len is None or fits(Example(src, tgt), max_len):
             examples.append(Example(src, tgt))
     return examples
+
+
+def fits(example: Example, max_len: int) -> bool:
+    """Whether both sides (with <eos>) are at most `max_len` tokens long."""
+    return len(example.src) <= max_len and len(example.tgt) <= max_len
 
 
 def pad(sequences: Sequence[Sequence[int]], pad_id: int) -> torch.Tensor:

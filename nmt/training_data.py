@@ -8,15 +8,16 @@ import math
 import random
 import time
 from dataclasses import dataclass
+from functools import cached_property
 from pathlib import Path
 
 import yaml
 
 from nmt import distributed
-from nmt.augment import replace_copyable
+from nmt.augment import replace_shared, shared_copyable
 from nmt.config import Config, DataConfig
 from nmt.corpus import Pair, Splits, load_corpus
-from nmt.data import Example, encode_pairs, encode_tokens
+from nmt.data import Example, encode_pairs, encode_tokens, fits
 from nmt.errors import NmtError
 from nmt.metrics import References, group_references
 from nmt.tokenizer import SubwordTokenizer, Tokenizer, WordTokenizer, load_tokenizer
@@ -33,7 +34,7 @@ class TrainingData:
     train: list[Example]  # within data.max_len, in the tokenizer's best segmentation
     valid: list[Example]  # every valid pair: the validation loss
     references: References  # a fixed subset of the valid sources: the validation BLEU
-    train_pairs: list[Pair]  # what `train` was encoded from, for re-segmenting with subword sampling
+    train_pairs: list[Pair]  # what `train` was encoded from, one for one: augmentation and sampling start there
     cfg: DataConfig
 
     def epoch_examples(self, epoch: int, seed: int) -> list[Example]:
@@ -44,15 +45,26 @@ class TrainingData:
         if not (alpha or share) or not isinstance(self.tokenizer, SubwordTokenizer):
             return self.train
         draw = seed * 10_000 + epoch
-        texts = [p.raw for p in self.train_pairs]
-        if share:
-            texts = replace_copyable(texts, share, random.Random(draw))
-        src_texts, tgt_texts = [src for src, _ in texts], [tgt for _, tgt in texts]
+        rng = random.Random(draw)
+        changed = {i: replace_shared(self.train_pairs[i].raw, shared, rng)
+                   for i, shared in (self.copy_candidates if share else ()) if rng.random() < share}
         if alpha:
-            src, tgt = self.tokenizer.sampled_tokens(src_texts, tgt_texts, alpha, draw)
-        else:
-            src, tgt = self.tokenizer.source_tokens(src_texts), self.tokenizer.target_tokens(tgt_texts)
-        return encode_tokens(src, tgt, self.src_vocab, self.tgt_vocab, self.cfg.max_len)
+            texts = [changed.get(i, pair.raw) for i, pair in enumerate(self.train_pairs)]
+            src, tgt = self.tokenizer.sampled_tokens([s for s, _ in texts], [t for _, t in texts], alpha, draw)
+            return encode_tokens(src, tgt, self.src_vocab, self.tgt_vocab, self.cfg.max_len)
+        # Augmentation alone: only the changed pairs need encoding; one grown past max_len stays as it was.
+        src = self.tokenizer.source_tokens([s for s, _ in changed.values()])
+        tgt = self.tokenizer.target_tokens([t for _, t in changed.values()])
+        examples = list(self.train)
+        for i, example in zip(changed, encode_tokens(src, tgt, self.src_vocab, self.tgt_vocab)):
+            if fits(example, self.cfg.max_len):
+                examples[i] = example
+        return examples
+
+    @cached_property
+    def copy_candidates(self) -> list[tuple[int, list[str]]]:
+        """The training pairs whose two sides share names or numbers (their index, and those), found once."""
+        return [(i, shared) for i, pair in enumerate(self.train_pairs) if (shared := shared_copyable(*pair.raw))]
 
 
 def load_data(cfg: Config, data_path: str | None, out_dir: Path, resume: dict | None,
@@ -71,7 +83,9 @@ def load_data(cfg: Config, data_path: str | None, out_dir: Path, resume: dict | 
     else:
         src_vocab, tgt_vocab = Vocab(resume["src_vocab"]), Vocab(resume["tgt_vocab"])
         tokenizer = load_tokenizer(cfg.data, out_dir, src_vocab, tgt_vocab)
-    train = encode_pairs(splits.train, src_vocab, tgt_vocab, cfg.data.max_len, tokenizer)
+    encoded = encode_pairs(splits.train, src_vocab, tgt_vocab, tokenizer=tokenizer)
+    kept = [i for i, example in enumerate(encoded) if fits(example, cfg.data.max_len)]
+    train, train_pairs = [encoded[i] for i in kept], [splits.train[i] for i in kept]
     if not train:
         raise NmtError(f"no training pair fits data.max_len={cfg.data.max_len}; raise it")
     logger.info("vocab (%s): %d source, %d target types | %d training pairs within data.max_len=%d",
@@ -82,7 +96,7 @@ def load_data(cfg: Config, data_path: str | None, out_dir: Path, resume: dict | 
     return TrainingData(tokenizer, src_vocab, tgt_vocab, train,
                         encode_pairs(splits.valid, src_vocab, tgt_vocab, tokenizer=tokenizer),
                         references.subset([i % every == 0 for i in range(len(references.sources))]),
-                        splits.train, cfg.data)
+                        train_pairs, cfg.data)
 
 
 def build_vocabularies(cfg: Config, splits: Splits, world: distributed.World) -> tuple[Tokenizer, Vocab, Vocab]:

@@ -12,6 +12,7 @@ import yaml
 from nmt.augment import replace_copyable, shared_copyable
 from nmt.checkpoint import load_model, newest_good_checkpoint, read_checkpoint
 from nmt.config import config_from_dict
+from nmt.data import encode_tokens
 from nmt.errors import ConfigError
 from nmt.evaluate import numbers_copied
 from nmt.tokenizer import SubwordTokenizer
@@ -69,6 +70,11 @@ def test_copy_augmented_epochs_differ_by_epoch_and_repeat_by_seed(corpus, tmp_pa
     tokenizer, vocab = data.tokenizer, data.tgt_vocab
     changed = [tokenizer.target_text(vocab.decode(a.tgt)) for a, b in zip(first, data.train) if a != b]
     assert changed and all("chats" in t and "J'ai" in t for t in changed)  # only the numbers' pairs
+    # Encoding only the changed pairs gives what encoding every pair of the augmented corpus gives.
+    half = load_data(_cfg({"copy_augment": 0.5}), str(corpus), tmp_path, None, distributed.SINGLE)
+    texts = replace_copyable([p.raw for p in half.train_pairs], 0.5, random.Random(3 * 10_000 + 1))
+    src, tgt = half.tokenizer.source_tokens([s for s, _ in texts]), half.tokenizer.target_tokens([t for _, t in texts])
+    assert half.epoch_examples(1, seed=3) == encode_tokens(src, tgt, half.src_vocab, half.tgt_vocab)
     with pytest.raises(ConfigError, match="data.copy_augment needs data.tokenizer: subword"):
         config_from_dict({**TINY, "data": {**TINY["data"], "copy_augment": 0.5}})
 

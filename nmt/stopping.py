@@ -54,6 +54,7 @@ class StopSignals:
 
     def __init__(self) -> None:
         self.received: int | None = None
+        self._caught: set[int] = set()  # the signals this process itself caught, not one a peer reported
 
     def __enter__(self) -> StopSignals:
         self._previous = {}
@@ -62,10 +63,17 @@ class StopSignals:
                 self._previous[signum] = signal.signal(signum, self._handle)
         return self
 
+    def from_peer(self, signum: int) -> None:
+        """Another rank was signalled: stop as if this one had been. Its own copy of the signal,
+        which torchrun may deliver a moment later, is then the same request, not a second one."""
+        if self.received is None:
+            self.received = signum
+
     def _handle(self, signum: int, frame: object) -> None:
-        if self.received == signum:  # a second Ctrl-C while saving: give up at once
+        if signum in self._caught:  # a second Ctrl-C while saving: give up at once
             raise KeyboardInterrupt
-        if self.received is not None:  # torchrun's SIGTERM after the terminal's SIGINT: already saving
+        self._caught.add(signum)
+        if self.received is not None:  # torchrun's SIGTERM after the terminal's SIGINT, or a peer's: already saving
             return
         self.received = signum
         logger.warning("%s received: saving a checkpoint at the end of this step",

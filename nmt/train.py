@@ -232,8 +232,8 @@ def agree_to_stop(run: Run, signals: StopSignals) -> str | None:
         [float(signals.received is not None), float(stop_reason is not None), run.budget.elapsed()],
         run.world, run.device)
     run.clock = clocks / run.world.size
-    if signalled and signals.received is None:
-        signals.received = signal.SIGTERM
+    if signalled:
+        signals.from_peer(signal.SIGTERM)
     return stop_reason or ("another process reached the budget" if out_of_budget else None)
 
 

@@ -127,3 +127,24 @@ def test_resume_errors_are_one_line(setup, tmp_path):
     proc = _start(["train", "--resume", empty], tmp_path)
     _, err = proc.communicate(timeout=60)
     assert proc.returncode == 1 and "no checkpoint to resume from" in err
+
+
+def test_a_peers_stop_then_this_ranks_own_signal_is_one_request_and_a_repeat_aborts():
+    """Under torchrun a rank may learn of the stop from a peer before its own SIGTERM arrives:
+    that SIGTERM must not count as a second one (which aborts a save mid-gather), a third must."""
+    import os
+
+    from nmt.stopping import StopSignals
+
+    with StopSignals() as signals:
+        signals.from_peer(signal.SIGTERM)
+        os.kill(os.getpid(), signal.SIGTERM)  # torchrun's copy, a moment later
+        assert signals.received == signal.SIGTERM
+        with pytest.raises(KeyboardInterrupt):
+            os.kill(os.getpid(), signal.SIGTERM)
+    with StopSignals() as signals:  # Ctrl-C, torchrun's SIGTERM after it, then Ctrl-C again: give up
+        os.kill(os.getpid(), signal.SIGINT)
+        os.kill(os.getpid(), signal.SIGTERM)
+        assert signals.received == signal.SIGINT
+        with pytest.raises(KeyboardInterrupt):
+            os.kill(os.getpid(), signal.SIGINT)

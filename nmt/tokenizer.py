@@ -113,6 +113,8 @@ class WordTokenizer:
         """The word vocabularies travel in the checkpoint; nothing else to keep."""
 
 
+_SPACES = re.compile(r" {2,}")  # the runs of spaces a decoded output may hold
+
 SUBWORD_FILES = ("src.spm.model", "tgt.spm.model")
 
 
@@ -174,7 +176,9 @@ class SubwordTokenizer:
         return self.source_tokens(src_texts, **sample), self.target_tokens(tgt_texts, **sample)
 
     def target_text(self, tokens: Sequence[str]) -> str:
-        return self.tgt.decode_pieces(list(tokens))
+        # A model may write a word boundary twice ("▁", "▁1"); SentencePiece collapses such runs
+        # in all it reads, so the output gets them collapsed too.
+        return _SPACES.sub(" ", self.tgt.decode_pieces(list(tokens))).strip(" ")
 
     def legacy_text(self, tokens: Sequence[str]) -> str:
         return legacy_form(self.target_text(tokens))

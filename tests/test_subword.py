@@ -47,6 +47,13 @@ def test_pieces_number_the_specials_first_and_round_trip_cased_text(tokenizer):
         assert len(pieces) > 1 and tokenizer.target_text(pieces) == text  # case and spacing kept
 
 
+def test_a_word_boundary_written_twice_decodes_as_one_space(tokenizer):
+    pieces = tokenizer.target_tokens(["Tom a acheté 3 pommes."])[0]
+    assert "▁" in tokenizer.vocabularies()[1].stoi  # a piece the model can write on its own
+    doubled = [p for piece in pieces for p in (["▁", piece] if piece.startswith("▁") else [piece])]
+    assert tokenizer.target_text(doubled) == "Tom a acheté 3 pommes."
+
+
 def test_no_input_of_known_characters_becomes_unk(tokenizer):
     src_vocab, _ = tokenizer.vocabularies()
     for text in RARE + ["Ωμέγα ☃ 😀"]:  # byte fallback spells even characters never seen

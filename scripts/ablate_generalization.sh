@@ -26,6 +26,8 @@ options() {  # a run's name -> its --set overrides
     split_digits) echo "--set data.split_digits=true" ;;
     copy) echo "--set model.copy_attention=true" ;;
     copy_augment) echo "--set model.copy_attention=true --set data.copy_augment=0.5" ;;
+    copy_augment_0.2) echo "--set model.copy_attention=true --set data.copy_augment=0.2" ;;
+    copy_label_smoothing) echo "--set model.copy_attention=true --set train.label_smoothing=0.1" ;;
     all) echo "$ALL" ;;
     *) echo "unknown run $1" >&2; exit 2 ;;
   esac

@@ -1,18 +1,21 @@
 #!/usr/bin/env bash
-# Model and training options, each measured against the default config at equal steps.
-# Two runs at a time, one thread each (a 2-core machine); every run validates once at the end.
+# Model and training options, each measured against seed 002's design at equal steps: the
+# default config with SEED's overrides (its model options and lr decay off), each run turning
+# one back on. Two runs at a time, one thread each (a 2-core machine); every run validates once.
 #   STEPS=1000 bash scripts/ablate.sh      # prints a table; finished runs are kept and skipped
 set -euo pipefail
 cd "$(dirname "$0")/.."
 STEPS=${STEPS:-1000}
 OUT=${OUT:-runs/ablate}
+SEED=(--set model.bidirectional=false --set model.input_feeding=false --set model.tie_embeddings=false
+      --set model.copy_attention=false --set train.lr_schedule=constant)
 mkdir -p "$OUT"
 run() {  # name, then --set overrides
   local name=$1; shift
   [ -f "$OUT/$name/metrics.jsonl" ] && return
   rm -rf "${OUT:?}/$name"
   .venv/bin/nmt train configs/default.yaml --out "$OUT/$name" --quiet \
-    --set train.max_steps="$STEPS" --set train.threads=1 --set train.eval_every=0 --set train.save_every=0 "$@" \
+    --set train.max_steps="$STEPS" --set train.threads=1 --set train.eval_every=0 --set train.save_every=0 "${SEED[@]}" "$@" \
     2> "$OUT/$name.log"
 }
 run baseline & run bidirectional --set model.bidirectional=true & wait

@@ -27,11 +27,15 @@ from nmt.vocab import UNK, Vocab
 _NUMBER = re.compile(r"\d+")
 
 
-def rare_word_sources(references: References, train: Sequence[Pair], min_freq: int) -> tuple[list[bool], int]:
-    """Which sources hold a word outside the word-level training vocabulary (the words seen at
-    least `min_freq` times in the training split, as the word tokenizer keeps them), and its size."""
-    words = Vocab.build((p.src for p in train), min_freq)
-    return [any(w not in words.stoi for w in src) for src in references.source_words], len(words)
+def training_words(train: Sequence[Pair], min_freq: int) -> Vocab:
+    """The word-level training vocabulary: the source words seen at least `min_freq` times in the
+    training split, as the word tokenizer keeps them. Words outside it are what eval calls rare."""
+    return Vocab.build((p.src for p in train), min_freq)
+
+
+def rare_word_sources(references: References, words: Vocab) -> list[bool]:
+    """Which sources hold a word outside `words` (`training_words`)."""
+    return [any(w not in words.stoi for w in src) for src in references.source_words]
 
 
 def numbers_copied(source: str, output: str) -> bool:
@@ -68,13 +72,14 @@ def evaluate_checkpoint(checkpoint: str | None, split: str, bleu: bool, device_n
     lines = [head, f"loss {result.loss:.3f} | ppl {math.exp(min(result.loss, 50)):.2f} (per {tokenizer.kind} token)",
              f"{search}: {result.standard.line()}",
              f"{search}, lowercased and tokenized (legacy): {result.legacy.line()}"]
-    rare, words = rare_word_sources(refs, splits.train, loaded.cfg.data.min_freq)
+    words = training_words(splits.train, loaded.cfg.data.min_freq)
+    rare = rare_word_sources(refs, words)
     rare_refs = refs.subset(rare)
     if rare_refs.sources:
         subset = score([h for h, keep in zip(hyps, rare) if keep], rare_refs.references,
                        target_lang=tokenizer.target_lang)
         lines.append(f"rare-word subset ({len(rare_refs.sources):,} sources with a word outside the "
-                     f"{words:,}-word training vocabulary): BLEU {subset.bleu:.2f} | chrF {subset.chrf:.2f}")
+                     f"{len(words):,}-word training vocabulary): BLEU {subset.bleu:.2f} | chrF {subset.chrf:.2f}")
     has_unk = [UNK in t.tokens for t in result.translations]
     subset_unk = sum(u for u, keep in zip(has_unk, rare) if keep)
     lines.append(f"outputs with <unk>: {sum(has_unk):,} of {len(hyps):,} ({100 * sum(has_unk) / len(hyps):.1f}%); "

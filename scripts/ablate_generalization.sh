@@ -2,8 +2,9 @@
 # What generalizes: each option alone against the baseline at equal training time, then the
 # ones given in ALL together. The baseline is configs/default.yaml with BASE's overrides: by
 # default without split_digits (the default before this ablation put it in) and with copy
-# attention off whatever a config says. Runs train one after another (2 threads each on a 2-core machine), then `nmt eval --bleu`
-# greedy and with beam 5 on the test split: standard BLEU, the rare-word subset, numbers copied.
+# attention off whatever a config says. Runs train one after another (2 threads each on a
+# 2-core machine), then `nmt eval --bleu` greedy and with beam 5 on the test split: standard
+# BLEU, the rare-word subset, numbers copied.
 # Finished runs are kept and skipped; the table is printed last.
 #   bash scripts/ablate_generalization.sh                        # 30 minutes a run
 #   MINUTES=10 RUNS="baseline ema" bash scripts/ablate_generalization.sh

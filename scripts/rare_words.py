@@ -15,9 +15,8 @@ from collections import Counter
 
 from nmt.config import load_config
 from nmt.corpus import load_corpus
-from nmt.evaluate import rare_word_sources
+from nmt.evaluate import rare_word_sources, training_words
 from nmt.metrics import group_references
-from nmt.vocab import Vocab
 
 
 def main() -> None:
@@ -28,15 +27,14 @@ def main() -> None:
     cfg = load_config(args.config)
     _, splits = load_corpus(args.data, cfg.data)
     refs = group_references(splits.test)
-    rare, vocab_size = rare_word_sources(refs, splits.train, cfg.data.min_freq)
-    subset = refs.subset(rare)
-    known = Vocab.build((p.src for p in splits.train), cfg.data.min_freq).stoi
+    known = training_words(splits.train, cfg.data.min_freq)
+    subset = refs.subset(rare_word_sources(refs, known))
     french = Counter(w for p in splits.train for w in p.tgt)
 
     kinds: Counter[str] = Counter()
     in_reference = 0
     for words, references in zip(subset.source_words, subset.legacy_references):
-        for word in (w for w in words if w not in known):
+        for word in (w for w in words if w not in known.stoi):
             if any(c.isdigit() for c in word):
                 kinds["hold a digit"] += 1
             elif french[word]:
@@ -45,7 +43,7 @@ def main() -> None:
                 kinds["never occur in the French training text"] += 1
             in_reference += any(word in r.split() for r in references)
     total = sum(kinds.values())
-    print(f"{len(subset.sources):,} rare-word test sources ({vocab_size:,}-word vocabulary), "
+    print(f"{len(subset.sources):,} rare-word test sources ({len(known):,}-word vocabulary), "
           f"{total:,} rare words in them:")
     for kind, count in kinds.most_common():
         print(f"  {count:4,} ({count / total:.0%}) {kind}")

@@ -21,7 +21,7 @@ STEPS = 12
 # fp32 so that the comparison with one process is not blurred by bf16 rounding.
 BASE = {**TINY, "train": {**TINY["train"], "precision": "fp32", "max_steps": STEPS, "eval_every": 0}}
 NO_DROPOUT = BASE  # DDP equals one process only when both draw no dropout masks
-# The default config's copy attention returns a CopyScores from the forward: DDP must pass it through.
+# Copy attention's forward returns a CopyScores, not a tensor: DDP must pass it through.
 COPYING = {**NO_DROPOUT, "model": {**NO_DROPOUT["model"], "copy_attention": True}}
 WITH_DROPOUT = {**BASE, "model": {**BASE["model"], "dropout": 0.3}}  # resume must restore each rank's RNG
 

@@ -1,4 +1,4 @@
-"""The `nmt` command line: train, translate, eval, plot, serve. Each command parses its arguments
+"""The `nmt` command line: prepare, train, translate, eval, plot, serve. Each command parses its arguments
 and calls the library; `NmtError` becomes one `error:` line and exit code 1."""
 
 from __future__ import annotations
@@ -137,6 +137,27 @@ def _training_log(out_dir: Path, quiet: bool, main: bool) -> Iterator[None]:
         if file_log is not None:
             logging.getLogger().removeHandler(file_log)
             file_log.close()
+
+
+@app.command()
+@user_errors
+def prepare(
+    config: Annotated[Optional[Path], typer.Argument(
+        help="YAML config whose data section shapes the prepared corpus (default: configs/default.yaml).",
+        show_default=False)] = None,
+    data: DataOpt = None,
+    set_: SetOpt = None,
+    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress bar or log lines.")] = False,
+) -> None:
+    """Split, learn the vocabularies and encode a corpus once, into data.prepared_dir (nmt train does it when needed)."""
+    from nmt.config import load_config
+    from nmt.corpus import resolve_corpus
+    from nmt.job import DEFAULT_CONFIG
+    from nmt.prepare import ensure_prepared
+
+    _setup_logging(quiet)
+    cfg = load_config(config or DEFAULT_CONFIG, list(set_ or []))
+    typer.echo(ensure_prepared(resolve_corpus(data, cfg.data), cfg.data, quiet=quiet))
 
 
 @app.command()

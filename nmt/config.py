@@ -69,9 +69,13 @@ class DataConfig:
     # sampling (BPE-dropout's probability for bpe, the smoothing alpha for unigram); 0: off
     copy_augment: float = 0.0  # subword: share of the pairs with names or numbers on both sides that have
     # them replaced by random ones each epoch, the same on both sides (nmt/augment.py); 0: off
+    subword_sample: int = 2_000_000  # subword: sentences a side SentencePiece learns from, a seeded sample
+    # of the training split when it is larger (SentencePiece's input_sentence_size)
+    prepared_dir: str = "data/prepared"  # where `nmt prepare` keeps the split, encoded corpus (a folder a
+    # corpus and data config)
 
     def __post_init__(self) -> None:
-        _positive("data", min_freq=self.min_freq, vocab_size=self.vocab_size)
+        _positive("data", min_freq=self.min_freq, vocab_size=self.vocab_size, subword_sample=self.subword_sample)
         _one_of("data", TOKENIZERS, tokenizer=self.tokenizer)
         _one_of("data", SUBWORD_TYPES, subword_type=self.subword_type)
         if self.num_pairs is not None:

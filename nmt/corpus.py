@@ -11,7 +11,9 @@ A corpus is one of:
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
+import itertools
 import logging
 import os
 import urllib.error
@@ -96,11 +98,10 @@ def download(url: str, dest: Path, sha1: str | None) -> None:
     os.replace(partial, dest)
 
 
-def _decode(raw: bytes, name: object) -> str:
+def _decode(raw: bytes, name: object, line: int) -> str:
     try:
         return raw.decode("utf-8")
-    except UnicodeDecodeError as e:
-        line = raw[: e.start].count(b"\n") + 1
+    except UnicodeDecodeError:
         raise DataError(f"{name}: line {line} is not valid UTF-8") from None
 
 
@@ -116,44 +117,90 @@ def _zip_member(path: Path, archive: zipfile.ZipFile) -> str:
     return members[0]
 
 
+class LineReader:
+    """The lines of one text file, or of the one text file in a zip, decoded one at a time (the
+    whole corpus is never in memory), numbered as str.splitlines() numbers them. `bytes_read`
+    and `total_bytes` (uncompressed) let a progress bar follow."""
+
+    def __init__(self, path: Path):
+        self.path, self.name, self.bytes_read = path, str(path), 0
+        if path.suffix == ".zip" and path.is_file() and not zipfile.is_zipfile(path):
+            raise DataError(f"{path}: not a valid zip file; delete it or pass a good copy with --data")
+        try:
+            if zipfile.is_zipfile(path):
+                with zipfile.ZipFile(path) as archive:
+                    member = _zip_member(path, archive)
+                    self.member: str | None = member
+                    self.total_bytes = archive.getinfo(member).file_size
+                    self.name = f"{path}:{member}"
+            else:
+                self.member, self.total_bytes = None, path.stat().st_size
+        except (zipfile.BadZipFile, zipfile.LargeZipFile, OSError, EOFError) as e:
+            raise DataError(f"{path}: cannot read the corpus ({e})") from None
+
+    def __iter__(self) -> Iterator[str]:
+        try:
+            with contextlib.ExitStack() as stack:
+                if self.member is not None:
+                    archive = stack.enter_context(zipfile.ZipFile(self.path))
+                    stream = stack.enter_context(archive.open(self.member))
+                else:
+                    stream = stack.enter_context(open(self.path, "rb"))
+                number = 0
+                for raw in stream:
+                    self.bytes_read += len(raw)
+                    # One physical line may hold several str.splitlines() lines (\r, \u2028, ...).
+                    for line in _decode(raw, self.name, number + 1).splitlines() or [""]:
+                        number += 1
+                        yield line
+        except (zipfile.BadZipFile, zipfile.LargeZipFile, OSError, EOFError) as e:
+            raise DataError(f"{self.path}: cannot read the corpus ({e})") from None
+
+
 def read_lines(path: Path) -> list[str]:
     """The lines of a tab-separated corpus, read from its zip (see `_zip_member`) or a text file."""
-    if path.suffix == ".zip" and path.is_file() and not zipfile.is_zipfile(path):
-        raise DataError(f"{path}: not a valid zip file; delete it or pass a good copy with --data")
-    try:
-        if zipfile.is_zipfile(path):
-            with zipfile.ZipFile(path) as archive:
-                member = _zip_member(path, archive)
-                return _decode(archive.read(member), f"{path}:{member}").splitlines()
-        raw = path.read_bytes()
-    except (zipfile.BadZipFile, zipfile.LargeZipFile, OSError, EOFError) as e:
-        raise DataError(f"{path}: cannot read the corpus ({e})") from None
-    return _decode(raw, path).splitlines()
+    return list(LineReader(path))
 
 
-def read_pairs(path: Path, cfg: DataConfig) -> tuple[list[tuple[int, str, str]], list[int]]:
-    """The corpus as (line number, first language's text, second language's text), and the
-    numbers of the lines that hold no pair (no tab, in a tab-separated file)."""
-    if not path.is_file():
-        first, second = language_files(path, cfg)
-        columns = []
-        for file in (first, second):
-            try:
-                columns.append(_decode(file.read_bytes(), file).splitlines())
-            except OSError as e:
-                raise DataError(f"cannot read {file}: {e.strerror}") from None
-        if len(columns[0]) != len(columns[1]):
-            raise DataError(f"{first} has {len(columns[0]):,} lines but {second} has {len(columns[1]):,}; "
-                            f"the two files must be line-aligned translations")
-        return [(n, a, b) for n, (a, b) in enumerate(zip(*columns), start=1)], []
-    pairs, no_tab = [], []
-    for number, line in enumerate(read_lines(path), start=1):
-        parts = line.split("\t")
-        if len(parts) < 2:
-            no_tab.append(number)
+class PairReader:
+    """The corpus as (line number, first language's text, second language's text), one line at a
+    time; a line of a tab-separated file that holds no pair (no tab) comes as (number, None, None)."""
+
+    def __init__(self, path: Path, cfg: DataConfig):
+        self.path = path
+        if path.is_file():
+            self.readers = [LineReader(path)]
         else:
-            pairs.append((number, parts[0], parts[1]))
-    return pairs, no_tab
+            files = language_files(path, cfg)
+            for file in files:
+                if not file.is_file():
+                    raise DataError(f"cannot read {file}: no such file")
+            self.readers = [LineReader(file) for file in files]
+
+    @property
+    def bytes_read(self) -> int:
+        return sum(r.bytes_read for r in self.readers)
+
+    @property
+    def total_bytes(self) -> int:
+        return sum(r.total_bytes for r in self.readers)
+
+    def __iter__(self) -> Iterator[tuple[int, str | None, str | None]]:
+        if len(self.readers) == 1:
+            for number, line in enumerate(self.readers[0], start=1):
+                parts = line.split("\t")
+                yield (number, parts[0], parts[1]) if len(parts) >= 2 else (number, None, None)
+            return
+        lines = [0, 0]
+        for a, b in itertools.zip_longest(*self.readers):
+            lines[0] += a is not None
+            lines[1] += b is not None
+            if lines[0] == lines[1]:
+                yield lines[0], a, b
+        if lines[0] != lines[1]:  # found at the end of the longer file
+            names = [r.path for r in self.readers]
+            raise DataError(f"{names[0]} has {lines[0]:,} lines but {names[1]} has {lines[1]:,}; "
+                            f"the two files must be line-aligned translations")
 
 
 @dataclass(frozen=True)
@@ -186,32 +233,60 @@ class Splits:
         return f"train {len(self.train):,} | valid {len(self.valid):,} | test {len(self.test):,} pairs"
 
 
+def split_pair(first: str, second: str, cfg: DataConfig) -> tuple[str, Pair] | None:
+    """The split a corpus line belongs to and its pair, in the direction `cfg` gives; None for a
+    line with an empty side."""
+    src_text, tgt_text = (second, first) if cfg.reverse else (first, second)
+    src_key = TOKENIZER.preprocess(src_text)
+    src, tgt = src_key.split(), TOKENIZER.tokenize(tgt_text)
+    if not src or not tgt:
+        return None
+    return split_of(src_key), Pair(src, tgt, src_text.strip(), tgt_text.strip())
+
+
+class SplitCounter:
+    """The lines a split skips and the errors an unusable corpus gets, for every reader of the split."""
+
+    def __init__(self, path: Path):
+        self.path, self.pairs, self.skipped, self.first_no_tab = path, 0, 0, None
+
+    def usable(self, number: int, first: str | None, second: str | None, cfg: DataConfig) -> tuple[str, Pair] | None:
+        if first is None or second is None:
+            self.first_no_tab = self.first_no_tab or number
+            self.skipped += 1
+            return None
+        self.pairs += 1
+        found = split_pair(first, second, cfg)
+        self.skipped += found is None
+        return found
+
+    def finish(self, train_pairs: int) -> None:
+        """Warn of skipped lines; raise if the corpus held no pair, or none for training."""
+        if not self.pairs:
+            where = f" (line {self.first_no_tab} has no tab)" if self.first_no_tab else " (it is empty)"
+            raise DataError(f"{self.path}: no usable 'source<TAB>target' lines{where}; expected {FORMS}")
+        if self.skipped:
+            first_no_tab = f" (the first without a tab: line {self.first_no_tab})" if self.first_no_tab else ""
+            logger.warning("%s: skipped %d line(s) without a tab or with an empty side%s", self.path, self.skipped,
+                           first_no_tab)
+        if not train_pairs:
+            raise DataError(f"{self.path}: no usable 'source<TAB>target' lines in the training split")
+
+
 def load_splits(path: Path, num_pairs: int | None = None, cfg: DataConfig | None = None) -> Splits:
-    """Read, preprocess and split the corpus in the direction `cfg` gives (English to French by
-    default). Every translation of one source sentence lands in the same split. Lines without a
-    tab or with an empty side are skipped with a warning; a corpus with no pair is an error."""
+    """Read, preprocess and split a corpus in memory, in the direction `cfg` gives (English to French
+    by default), for small corpora and tools; training reads prepared data (`nmt.prepare`), split
+    by the same rule. Every translation of one source sentence lands in the same split. Lines
+    without a tab or with an empty side are skipped with a warning; a corpus with no pair is an error."""
     cfg = cfg or DataConfig()
-    pairs, no_tab = read_pairs(path, cfg)
-    if not pairs:
-        where = f" (line {no_tab[0]} has no tab)" if no_tab else " (it is empty)"
-        raise DataError(f"{path}: no usable 'source<TAB>target' lines{where}; expected {FORMS}")
-    if num_pairs is not None:
-        pairs, no_tab = [p for p in pairs if p[0] <= num_pairs], [n for n in no_tab if n <= num_pairs]
-    splits = Splits([], [], [], skipped=len(no_tab))
-    for _, first, second in pairs:
-        src_text, tgt_text = (second, first) if cfg.reverse else (first, second)
-        src_key = TOKENIZER.preprocess(src_text)
-        src, tgt = src_key.split(), TOKENIZER.tokenize(tgt_text)
-        if not src or not tgt:
-            splits.skipped += 1
-            continue
-        getattr(splits, split_of(src_key)).append(Pair(src, tgt, src_text.strip(), tgt_text.strip()))
-    if splits.skipped:
-        first_no_tab = f" (the first without a tab: line {no_tab[0]})" if no_tab else ""
-        logger.warning("%s: skipped %d line(s) without a tab or with an empty side%s", path, splits.skipped,
-                       first_no_tab)
-    if not splits.train:
-        raise DataError(f"{path}: no usable 'source<TAB>target' lines in the training split")
+    splits, counter = Splits([], [], []), SplitCounter(path)
+    for number, first, second in PairReader(path, cfg):
+        if num_pairs is not None and number > num_pairs:
+            break
+        if found := counter.usable(number, first, second, cfg):
+            getattr(splits, found[0]).append(found[1])
+    counter.finish(len(splits.train))
+    splits.skipped = counter.skipped
     return splits
 
 

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
-import random
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
+import numpy as np
 import torch
 
 from nmt.corpus import Pair
+from nmt.indexed import IndexedArray
 from nmt.runtime import to_device
 from nmt.tokenizer import Tokenizer
 from nmt.vocab import Vocab
@@ -93,46 +94,97 @@ def collate(examples: Sequence[Example], pad_id: int, bos_id: int) -> Batch:
     )
 
 
-def bucket_batches(examples: Sequence[Example], batch_size: int, rng: random.Random | None,
-                   batch_tokens: int = 0) -> list[list[int]]:
-    """Index lists of examples of similar lengths, so batches carry little padding: `batch_size`
+WINDOW = 1 << 20  # examples sorted by length together: the whole of a corpus up to a million pairs
+
+
+def lengths(examples: Sequence[Example]) -> tuple[np.ndarray, np.ndarray]:
+    """The source and target lengths (with <eos>) of in-memory examples, for `bucket_batches`."""
+    return (np.array([len(ex.src) for ex in examples], dtype=np.int32),
+            np.array([len(ex.tgt) for ex in examples], dtype=np.int32))
+
+
+def bucket_batches(src_lens: np.ndarray, tgt_lens: np.ndarray, batch_size: int, rng: np.random.Generator | None,
+                   batch_tokens: int = 0) -> list[np.ndarray]:
+    """Index arrays of examples of similar lengths, so batches carry little padding: `batch_size`
     examples each, or with `batch_tokens`, as many as fit that many padded target tokens
     (rows x longest target), as Joey NMT's and fairseq's token batches do.
 
-    With `rng`, equal-length examples are shuffled before sorting and the batch order is
-    shuffled, so every epoch sees new batches; without it the order is fixed. The number of
-    batches depends on the lengths alone, never on the shuffle.
+    With `rng`, a permutation of all examples (a global shuffle) is cut into windows of `WINDOW`,
+    each sorted by length (stable: equal lengths keep the shuffle) and cut into batches, and the
+    batch order is shuffled; without it the order is fixed. Only index arrays are made, so a
+    corpus of millions of pairs costs a few bytes a pair.
     """
-    order = list(range(len(examples)))
+    n, widest = len(src_lens), int(tgt_lens.max(initial=0)) + 1
+    order = np.arange(n, dtype=np.int32)  # int32 and shuffled in place: 4 bytes a pair
     if rng is not None:
         rng.shuffle(order)
-    order.sort(key=lambda i: (len(examples[i].src), len(examples[i].tgt)))  # stable: keeps the shuffle
-    if batch_tokens:
-        batches = token_batches(order, [len(ex.tgt) for ex in examples], batch_tokens)
-    else:
-        batches = [order[i: i + batch_size] for i in range(0, len(order), batch_size)]
+    batches: list[np.ndarray] = []
+    for start in range(0, n, WINDOW):
+        window = order[start: start + WINDOW]
+        key = src_lens[window].astype(np.int64) * widest + tgt_lens[window]
+        window = window[np.argsort(key, kind="stable")]
+        if batch_tokens:
+            batches.extend(token_batches(window, tgt_lens, batch_tokens))
+        else:
+            batches.extend(window[i: i + batch_size] for i in range(0, len(window), batch_size))
     if rng is not None:
-        rng.shuffle(batches)
+        batches = [batches[i] for i in rng.permutation(len(batches))]
     return batches
 
 
-def token_batches(order: Sequence[int], tgt_lens: Sequence[int], batch_tokens: int) -> list[list[int]]:
-    """Cut `order` into runs whose rows x longest target stays within `batch_tokens` (at least one row)."""
-    batches: list[list[int]] = []
-    current: list[int] = []
-    longest = 0
-    for i in order:
-        if current and (len(current) + 1) * max(longest, tgt_lens[i]) > batch_tokens:
-            batches.append(current)
-            current, longest = [], 0
-        current.append(i)
-        longest = max(longest, tgt_lens[i])
-    if current:
-        batches.append(current)
+def token_batches(order: np.ndarray, tgt_lens: np.ndarray, batch_tokens: int) -> list[np.ndarray]:
+    """Cut `order` into runs whose rows x longest target stays within `batch_tokens` (at least one
+    row), greedily, as one would example by example; but a run of equal target lengths (a sorted
+    window holds few distinct lengths) is taken in one step, so the cost is per batch."""
+    lens = tgt_lens[order]
+    edges = [0, *(np.flatnonzero(np.diff(lens)) + 1).tolist(), len(order)]
+    batches, start, count, longest = [], 0, 0, 0
+    for run_start, run_end in zip(edges[:-1], edges[1:]):
+        length, pos = int(lens[run_start]), run_start
+        while pos < run_end:
+            widest = max(longest, length)
+            room = max(1, batch_tokens // length) if count == 0 else batch_tokens // widest - count
+            if room <= 0:  # not one more row fits: close the batch
+                batches.append(order[start:pos])
+                start, count, longest = pos, 0, 0
+                continue
+            take = min(room, run_end - pos)
+            pos, count, longest = pos + take, count + take, widest
+            if pos < run_end:  # the rest of the run does not fit
+                batches.append(order[start:pos])
+                start, count, longest = pos, 0, 0
+    if count:
+        batches.append(order[start:])
     return batches
 
 
-def iterate_batches(examples: Sequence[Example], batch_size: int, pad_id: int, bos_id: int,
-                    rng: random.Random | None = None) -> Iterator[Batch]:
-    for indices in bucket_batches(examples, batch_size, rng):
+def iterate_batches(examples: Sequence[Example], batch_size: int, pad_id: int, bos_id: int) -> Iterator[Batch]:
+    """In-memory examples (validation, evaluation) in length-sorted batches, in a fixed order."""
+    for indices in bucket_batches(*lengths(examples), batch_size, None):
         yield collate([examples[i] for i in indices], pad_id, bos_id)
+
+
+@dataclass
+class TrainingSet:
+    """The training pairs within data.max_len, read from the prepared id stores when a batch asks:
+    in memory are only their lengths and positions, a few bytes a pair."""
+    src: IndexedArray  # ids without <eos>, one sequence a training pair of the split
+    tgt: IndexedArray
+    kept: np.ndarray  # the stores' indices of the pairs within max_len
+    src_lens: np.ndarray  # (len(kept),) lengths with <eos>
+    tgt_lens: np.ndarray
+    eos_id: int
+
+    @classmethod
+    def from_stores(cls, src: IndexedArray, tgt: IndexedArray, max_len: int, eos_id: int) -> TrainingSet:
+        src_lens, tgt_lens = src.sizes() + 1, tgt.sizes() + 1  # int32, with <eos>
+        kept = np.flatnonzero((src_lens <= max_len) & (tgt_lens <= max_len)).astype(np.int32)
+        return cls(src, tgt, kept, src_lens[kept], tgt_lens[kept], eos_id)
+
+    def __len__(self) -> int:
+        return len(self.kept)
+
+    def examples(self, rows: Sequence[int] | np.ndarray) -> list[Example]:
+        """The examples at `rows` (positions among the kept pairs), ids + <eos>."""
+        eos = [self.eos_id]
+        return [Example(self.src[i].tolist() + eos, self.tgt[i].tolist() + eos) for i in self.kept[rows].tolist()]

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import gc
 import os
-import random
 import signal
 import subprocess
 import sys
@@ -16,11 +15,12 @@ from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
+import numpy as np
 import torch
 import torch.distributed as dist
 
 from nmt import runtime
-from nmt.data import Example, bucket_batches
+from nmt.data import bucket_batches
 from nmt.errors import NmtError
 
 
@@ -78,8 +78,8 @@ def shutdown(clean: bool = True) -> None:
         dist.destroy_process_group()
 
 
-def epoch_shard(examples: list[Example], batch_size: int, rng: random.Random | None, world: World,
-                batch_tokens: int = 0) -> list[list[int]]:
+def epoch_shard(src_lens: np.ndarray, tgt_lens: np.ndarray, batch_size: int, rng: np.random.Generator | None,
+                world: World, batch_tokens: int = 0) -> list[np.ndarray]:
     """This rank's batches for one epoch (with `rng` None: in a fixed order, for counting them).
 
     All ranks draw the same length-bucketed global batches of batch_size x world examples, or of
@@ -89,7 +89,7 @@ def epoch_shard(examples: list[Example], batch_size: int, rng: random.Random | N
     batch_size is N times larger. Global batches too small to give every rank an example are
     dropped (only when world > 1: an empty shard would stall the gradient all-reduce).
     """
-    batches = bucket_batches(examples, batch_size * world.size, rng, batch_tokens * world.size)
+    batches = bucket_batches(src_lens, tgt_lens, batch_size * world.size, rng, batch_tokens * world.size)
     if not world.distributed:
         return batches
     return [b[world.rank::world.size] for b in batches if len(b) >= world.size]
@@ -111,6 +111,12 @@ def from_main(obj: Any, world: World) -> Any:
     box = [obj]
     dist.broadcast_object_list(box, src=0)
     return box[0]
+
+
+def barrier(world: World) -> None:
+    """Wait until every rank is here (nothing to wait for in a world of one)."""
+    if world.distributed:
+        dist.barrier()
 
 
 def gather(obj: Any, world: World) -> list[Any]:

@@ -11,26 +11,20 @@ from __future__ import annotations
 import math
 import re
 from collections import Counter
-from collections.abc import Sequence
-
 from nmt.checkpoint import load_model
-from nmt.corpus import Pair, load_corpus
+from nmt.corpus import resolve_corpus
 from nmt.data import encode_pairs
 from nmt.errors import DataError
 from nmt.loss import validation_loss
 from nmt.metrics import References, group_references, score
+from nmt.prepare import ensure_prepared
+from nmt.prepared import PreparedCorpus
 from nmt.runtime import resolve_device
 from nmt.translator import Translator
 from nmt.validation import validate
 from nmt.vocab import UNK, Vocab
 
 _NUMBER = re.compile(r"\d+")
-
-
-def training_words(train: Sequence[Pair], min_freq: int) -> Vocab:
-    """The word-level training vocabulary: the source words seen at least `min_freq` times in the
-    training split, as the word tokenizer keeps them. Words outside it are what eval calls rare."""
-    return Vocab.build((p.src for p in train), min_freq)
 
 
 def rare_word_sources(references: References, words: Vocab) -> list[bool]:
@@ -51,8 +45,9 @@ def evaluate_checkpoint(checkpoint: str | None, split: str, bleu: bool, device_n
     device = resolve_device(device_name)
     loaded = load_model(checkpoint, device)
     translator, tokenizer = Translator.from_loaded(loaded, device), loaded.tokenizer
-    _, splits = load_corpus(data_path, loaded.cfg.data)
-    pairs = getattr(splits, split)
+    data = loaded.cfg.data
+    prepared = PreparedCorpus(ensure_prepared(resolve_corpus(data_path, data), data), data)
+    pairs = prepared.pairs(split)
     if not pairs:
         raise DataError(f"the {split} split is empty")
     examples = encode_pairs(pairs, loaded.src_vocab, loaded.tgt_vocab, tokenizer=tokenizer)
@@ -72,7 +67,7 @@ def evaluate_checkpoint(checkpoint: str | None, split: str, bleu: bool, device_n
     lines = [head, f"loss {result.loss:.3f} | ppl {math.exp(min(result.loss, 50)):.2f} (per {tokenizer.kind} token)",
              f"{search}: {result.standard.line()}",
              f"{search}, lowercased and tokenized (legacy): {result.legacy.line()}"]
-    words = training_words(splits.train, loaded.cfg.data.min_freq)
+    words = prepared.training_words(data.min_freq)
     rare = rare_word_sources(refs, words)
     rare_refs = refs.subset(rare)
     if rare_refs.sources:

@@ -8,7 +8,6 @@ import math
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 import torch
 from tqdm import tqdm
@@ -20,7 +19,6 @@ logger = logging.getLogger(__name__)
 
 @dataclass
 class Progress:
-    epoch_rng: Any  # the batch-order RNG's state when this epoch began: its order is rebuilt from it
     step: int = 0
     epoch: int = 1
     batch_in_epoch: int = 0
@@ -37,10 +35,9 @@ class Progress:
         self.train_tokens += tokens
         self.unchecked.append((self.step, loss))
 
-    def next_epoch(self, rng_state: Any) -> None:
+    def next_epoch(self) -> None:
         self.epoch += 1
         self.batch_in_epoch = 0
-        self.epoch_rng = rng_state
 
     def take_train_loss(self) -> float:
         """The mean training loss since the last call."""
@@ -73,11 +70,11 @@ class Progress:
     def state_dict(self) -> dict:
         return {"step": self.step, "epoch": self.epoch, "batch_in_epoch": self.batch_in_epoch, "best": self.best,
                 "train_loss": [float(self.train_loss_sum), self.train_tokens], "stale": self.stale,
-                "rng": {"batches": self.epoch_rng}}
+                "rng": {}}
 
     def load_state_dict(self, state: dict) -> None:
         self.step, self.epoch, self.batch_in_epoch = state["step"], state["epoch"], state["batch_in_epoch"]
-        self.best, self.stale, self.epoch_rng = state["best"], state["stale"], state["rng"]["batches"]
+        self.best, self.stale = state["best"], state["stale"]
         self.train_loss_sum, self.train_tokens = state["train_loss"]
 
 

@@ -13,6 +13,7 @@ Both present the same face to the data pipeline, the translator and the evaluati
 from __future__ import annotations
 
 import io
+import itertools
 import re
 from collections.abc import Iterable, Sequence
 from pathlib import Path
@@ -118,14 +119,21 @@ _SPACES = re.compile(r" {2,}")  # the runs of spaces a decoded output may hold
 SUBWORD_FILES = ("src.spm.model", "tgt.spm.model")
 
 
-def train_sentencepiece(texts: Iterable[str], vocab_size: int, model_type: str, split_digits: bool = False) -> bytes:
+SAMPLE_SEED = 1  # the seed of SentencePiece's sample of a large training split: part of the prepared data
+
+
+def train_sentencepiece(texts: Iterable[str], vocab_size: int, model_type: str, split_digits: bool = False,
+                        sample_size: int = 0) -> bytes:
     """A SentencePiece model (serialized) whose ids 0-3 are nmt's <pad> <bos> <eos> <unk>, so its
-    piece list is the vocabulary as it stands."""
+    piece list is the vocabulary as it stands. With `sample_size`, SentencePiece learns from a
+    seeded reservoir sample of that many of `texts` (all of them, in order, when fewer)."""
     model = io.BytesIO()
+    sampling = dict(input_sentence_size=sample_size, shuffle_input_sentence=True) if sample_size else {}
+    spm.set_random_generator_seed(SAMPLE_SEED)
     try:
         spm.SentencePieceTrainer.train(
             sentence_iterator=iter(texts), model_writer=model, vocab_size=vocab_size, model_type=model_type,
-            character_coverage=1.0, byte_fallback=True, split_digits=split_digits, num_threads=2,
+            character_coverage=1.0, byte_fallback=True, split_digits=split_digits, num_threads=2, **sampling,
             pad_id=0, bos_id=1, eos_id=2, unk_id=3, pad_piece=PAD, bos_piece=BOS, eos_piece=EOS, unk_piece=UNK,
             hard_vocab_limit=False, minloglevel=2)
     except RuntimeError as e:  # e.g. fewer pieces than the corpus has characters (+ 256 bytes)
@@ -144,18 +152,21 @@ class SubwordTokenizer:
         self.tgt = spm.SentencePieceProcessor(model_proto=tgt_model)
 
     @classmethod
-    def train(cls, src_texts: Sequence[str], tgt_texts: Sequence[str], vocab_size: int,
+    def train(cls, src_texts: Iterable[str], tgt_texts: Iterable[str], vocab_size: int,
               model_type: str, joint: bool = False, source_lang: str = "en",
-              target_lang: str = "fr", split_digits: bool = False) -> SubwordTokenizer:
+              target_lang: str = "fr", split_digits: bool = False, sample_size: int = 0) -> SubwordTokenizer:
         """A model per language, or with `joint` one model learned on both (the same bytes serve
         both sides), so that a name or a number is cut into the same pieces in both languages.
-        `split_digits` makes every digit a piece of its own on both sides."""
-        sources = [source_text(t, source_lang) for t in src_texts]
+        `split_digits` makes every digit a piece of its own on both sides. The texts are read
+        once, as they come; with `sample_size`, each side contributes a seeded sample of that many."""
+        sources = (source_text(t, source_lang) for t in src_texts)
         if joint:
-            model = train_sentencepiece([*sources, *tgt_texts], vocab_size, model_type, split_digits)
+            model = train_sentencepiece(itertools.chain(sources, tgt_texts), vocab_size, model_type, split_digits,
+                                        2 * sample_size)
             return cls(model, model, source_lang, target_lang)
-        return cls(train_sentencepiece(sources, vocab_size, model_type, split_digits),
-                   train_sentencepiece(tgt_texts, vocab_size, model_type, split_digits), source_lang, target_lang)
+        return cls(train_sentencepiece(sources, vocab_size, model_type, split_digits, sample_size),
+                   train_sentencepiece(tgt_texts, vocab_size, model_type, split_digits, sample_size),
+                   source_lang, target_lang)
 
     def vocabularies(self) -> tuple[Vocab, Vocab]:
         return tuple(Vocab([p.id_to_piece(i) for i in range(p.get_piece_size())])  # type: ignore[return-value]
@@ -167,13 +178,20 @@ class SubwordTokenizer:
     def target_tokens(self, texts: Sequence[str], **encode_options: Any) -> list[list[str]]:
         return self.tgt.encode(list(texts), out_type=str, **encode_options)
 
-    def sampled_tokens(self, src_texts: Sequence[str], tgt_texts: Sequence[str], alpha: float,
-                       seed: int) -> tuple[list[list[str]], list[list[str]]]:
+    def source_ids(self, texts: Sequence[str], **encode_options: Any) -> list[list[int]]:
+        """The ids of `source_tokens` (a subword model's piece ids are its vocabulary's)."""
+        return self.src.encode([source_text(t, self.source_lang) for t in texts], **encode_options)
+
+    def target_ids(self, texts: Sequence[str], **encode_options: Any) -> list[list[int]]:
+        return self.tgt.encode(list(texts), **encode_options)
+
+    def sampled_ids(self, src_texts: Sequence[str], tgt_texts: Sequence[str], alpha: float,
+                    seed: int) -> tuple[list[list[int]], list[list[int]]]:
         """Both sides segmented by sampling instead of the best segmentation (subword
         regularization: BPE-dropout for bpe models), the same for the same `seed`."""
         spm.set_random_generator_seed(seed)  # one thread per call keeps the draws in a fixed order
         sample = dict(enable_sampling=True, alpha=alpha, nbest_size=-1, num_threads=1)
-        return self.source_tokens(src_texts, **sample), self.target_tokens(tgt_texts, **sample)
+        return self.source_ids(src_texts, **sample), self.target_ids(tgt_texts, **sample)
 
     def target_text(self, tokens: Sequence[str]) -> str:
         # A model may write a word boundary twice ("▁", "▁1"); SentencePiece collapses such runs

@@ -18,6 +18,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+import numpy as np
 import torch
 from tqdm import tqdm
 
@@ -25,7 +26,7 @@ from nmt import distributed, runtime
 from nmt.averaging import ExponentialAverage
 from nmt.checkpoint import BEST, checkpoint_state, publish, save_rotating
 from nmt.config import Config
-from nmt.data import Batch, Example, collate
+from nmt.data import Batch
 from nmt.errors import NmtError
 from nmt.loss import batch_loss
 from nmt.model import Seq2Seq, build_model
@@ -108,13 +109,12 @@ class Run:
     translator: Translator  # decodes with the model being trained, for validation
     progress: Progress
     budget: Budget
-    examples: list[Example]  # this epoch's (re-segmented each epoch with data.subword_sampling)
     ema: ExponentialAverage | None = None  # with train.ema_decay: the weights validation and best.pt use
     clock: float = 0.0  # seconds trained; under DDP the ranks' mean, so their learning rates agree
 
 
 def setup(cfg: Config, out_dir: Path, data_path: str | None = None, resume: dict | None = None,
-          world: distributed.World = distributed.SINGLE) -> Run:
+          world: distributed.World = distributed.SINGLE, quiet: bool = False) -> Run:
     """Everything the loop needs, in order: seeds, runtime, data, model and optimizer, and with
     `resume` the checkpoint's weights, optimizer, position and RNG states."""
     seed_everything(cfg.train.seed)
@@ -123,7 +123,7 @@ def setup(cfg: Config, out_dir: Path, data_path: str | None = None, resume: dict
     device, cfg = resolve_runtime(cfg, world)
     logger.info("device %s, %s, %d threads", device, runtime.describe_precision(requested, device),
                 torch.get_num_threads())
-    data = load_data(cfg, data_path, out_dir, resume, world)
+    data = load_data(cfg, data_path, out_dir, resume, world, quiet)
     model, trained, optimizer = build_training_model(cfg, data, device, world)
     size, unit = ((cfg.train.batch_tokens, "padded target tokens") if cfg.train.batch_tokens
                   else (cfg.train.batch_size, "sentences"))
@@ -131,8 +131,8 @@ def setup(cfg: Config, out_dir: Path, data_path: str | None = None, resume: dict
                  if world.distributed else "")
     logger.info("model: %s parameters on %s | batches of %s %s%s, %d an epoch",
                 f"{sum(p.numel() for p in model.parameters()):,}", device, f"{size:,}", unit, processes,
-                len(epoch_batches(data.train, cfg, None, world)))
-    schedule, progress = LRSchedule(cfg.train), Progress(epoch_rng=random.Random(cfg.train.seed).getstate())
+                len(epoch_batches(data, cfg, 1, world)))
+    schedule, progress = LRSchedule(cfg.train), Progress()
     elapsed = 0.0
     if resume is not None:
         elapsed = restore(resume, model, optimizer, schedule, progress, world, out_dir)
@@ -141,7 +141,7 @@ def setup(cfg: Config, out_dir: Path, data_path: str | None = None, resume: dict
         ema.load_state_dict(model, resume["ema"])
     translator = Translator(model, data.src_vocab, data.tgt_vocab, cfg.decode, device, data.tokenizer)
     return Run(cfg, out_dir, world, device, data, model, trained, optimizer, schedule, translator, progress,
-               Budget(cfg.train.max_steps, cfg.train.max_minutes, elapsed), data.train, ema, clock=elapsed)
+               Budget(cfg.train.max_steps, cfg.train.max_minutes, elapsed), ema, clock=elapsed)
 
 
 # The loop ------------------------------------------------------------------------------------
@@ -151,21 +151,19 @@ def train(cfg: Config, out_dir: Path, data_path: str | None = None, quiet: bool 
     """Train `cfg` into `out_dir` (or continue the checkpoint `resume`) until the epochs, the budget,
     early stopping or a signal end it; returns the best validation record. Under torchrun, pass
     this process's `world` (`distributed.init`)."""
-    run = setup(cfg, out_dir, data_path, resume, world)
+    run = setup(cfg, out_dir, data_path, resume, world, quiet)
     cfg, progress, train_cfg = run.cfg, run.progress, run.cfg.train
     if spent := run.budget.exhausted(progress.step):
         logger.warning("nothing to train: %s; raise it (--set train.max_steps=N or --max-minutes M) "
                        "to continue", spent)
         return finish(run)
-    total_steps = train_cfg.epochs * len(epoch_batches(run.data.train, cfg, None, world))
-    window, rng = LossWindow(), random.Random()  # the window spans epochs: only log lines reset it
+    total_steps = train_cfg.epochs * len(epoch_batches(run.data, cfg, 1, world))
+    window = LossWindow()  # spans epochs: only log lines reset it
     quiet = quiet or not world.is_main  # one progress bar, from rank 0
     run.model.train()
     with StopSignals() as signals:
         while progress.epoch <= train_cfg.epochs:
-            rng.setstate(progress.epoch_rng)  # a resumed run rebuilds this epoch's order, then skips ahead
-            run.examples = run.data.epoch_examples(progress.epoch, train_cfg.seed)
-            batches = epoch_batches(run.examples, cfg, rng, world)
+            batches = epoch_batches(run.data, cfg, progress.epoch, world)  # a resumed run skips ahead in it
             epoch_start, first_step = time.monotonic(), progress.step
             with tqdm(total=len(batches), initial=progress.batch_in_epoch, desc=f"epoch {progress.epoch}/"
                       f"{train_cfg.epochs}", disable=quiet, unit="batch", dynamic_ncols=True, leave=False) as bar:
@@ -195,23 +193,25 @@ def train(cfg: Config, out_dir: Path, data_path: str | None = None, quiet: bool 
                 torch.cuda.synchronize(run.device)
             logger.info("epoch %d: %d steps in %.1f s of training", progress.epoch, progress.step - first_step,
                         time.monotonic() - epoch_start)
-            progress.next_epoch(rng.getstate())
+            progress.next_epoch()
             validate_and_save(run, "epoch end", epoch=progress.epoch - 1)
             if patience_exhausted(run):
                 break
     return finish(run)
 
 
-def epoch_batches(examples: list[Example], cfg: Config, rng: random.Random | None,
-                  world: distributed.World) -> list[list[int]]:
-    """This rank's batches of one epoch, drawn with `rng` (None: in a fixed order, to count them)."""
-    return distributed.epoch_shard(examples, cfg.train.batch_size, rng, world, cfg.train.batch_tokens)
+def epoch_batches(data: TrainingData, cfg: Config, epoch: int, world: distributed.World) -> list[np.ndarray]:
+    """This rank's batches of `epoch`: drawn from (train.seed, epoch) alone, so a resumed run and
+    every process of a torchrun job rebuild the same without keeping a random state."""
+    rng = np.random.default_rng([cfg.train.seed, epoch])
+    return distributed.epoch_shard(data.train.src_lens, data.train.tgt_lens, cfg.train.batch_size, rng, world,
+                                   cfg.train.batch_tokens)
 
 
-def train_batch(run: Run, indices: list[int], total_steps: int) -> tuple[torch.Tensor | float, int]:
-    """One update on the examples at `indices`, at the learning rate the schedule gives now."""
+def train_batch(run: Run, indices: np.ndarray, total_steps: int) -> tuple[torch.Tensor | float, int]:
+    """One update on the training examples at `indices`, at the learning rate the schedule gives now."""
     vocab, progress = run.data.tgt_vocab, run.progress
-    batch = collate([run.examples[i] for i in indices], vocab.pad_id, vocab.bos_id)
+    batch = run.data.batch(indices, f"{run.cfg.train.seed}/{progress.epoch}/{progress.batch_in_epoch}/{run.world.rank}")
     used = run.budget.progress(progress.step, total_steps, run.clock if run.world.distributed else None)
     for group in run.optimizer.param_groups:
         group["lr"] = run.schedule.lr(progress.step, used)

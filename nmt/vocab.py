@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 
 PAD, BOS, EOS, UNK = "<pad>", "<bos>", "<eos>", "<unk>"
@@ -22,7 +22,11 @@ class Vocab:
     @classmethod
     def build(cls, sentences: Iterable[list[str]], min_freq: int) -> Vocab:
         """Tokens seen at least `min_freq` times, most frequent first, ties broken by the token."""
-        counts = Counter(tok for sentence in sentences for tok in sentence)
+        return cls.from_counts(Counter(tok for sentence in sentences for tok in sentence), min_freq)
+
+    @classmethod
+    def from_counts(cls, counts: Mapping[str, int], min_freq: int) -> Vocab:
+        """As `build`, from counts already made (one streaming pass over a large corpus)."""
         kept = sorted((t for t, c in counts.items() if c >= min_freq and t not in SPECIALS),
                       key=lambda t: (-counts[t], t))
         return cls(list(SPECIALS) + kept)

@@ -56,6 +56,7 @@ import sys
 import time
 from pathlib import Path
 
+import numpy as np
 import torch
 
 REPO = Path(__file__).resolve().parent.parent
@@ -119,12 +120,17 @@ def _windows(step_fn, batches, warmup: int, windows: int, window_steps: int, syn
 
 def _training_batches(cfg, examples, pad_id: int, bos_id: int):
     """Endless epochs of nmt's own batches (sentences or tokens per the config), shuffled."""
-    from nmt.data import bucket_batches, collate
+    from nmt import data
 
     rng = random.Random(0)
     while True:
-        for indices in bucket_batches(examples, cfg.train.batch_size, rng, cfg.train.batch_tokens):
-            yield collate([examples[i] for i in indices], pad_id, bos_id)
+        if hasattr(data, "lengths"):  # batches cut from length arrays (nmt since prepared corpora)
+            batches = data.bucket_batches(*data.lengths(examples), cfg.train.batch_size,
+                                          np.random.default_rng(rng.randrange(1 << 30)), cfg.train.batch_tokens)
+        else:
+            batches = data.bucket_batches(examples, cfg.train.batch_size, rng, cfg.train.batch_tokens)
+        for indices in batches:
+            yield data.collate([examples[i] for i in indices], pad_id, bos_id)
 
 
 def measure_nmt_train(args) -> dict:

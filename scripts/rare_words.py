@@ -15,8 +15,9 @@ from collections import Counter
 
 from nmt.config import load_config
 from nmt.corpus import load_corpus
-from nmt.evaluate import rare_word_sources, training_words
+from nmt.evaluate import rare_word_sources
 from nmt.metrics import group_references
+from nmt.vocab import Vocab
 
 
 def main() -> None:
@@ -27,7 +28,7 @@ def main() -> None:
     cfg = load_config(args.config)
     _, splits = load_corpus(args.data, cfg.data)
     refs = group_references(splits.test)
-    known = training_words(splits.train, cfg.data.min_freq)
+    known = Vocab.build((p.src for p in splits.train), cfg.data.min_freq)  # as nmt eval's training words
     subset = refs.subset(rare_word_sources(refs, known))
     french = Counter(w for p in splits.train for w in p.tgt)
 

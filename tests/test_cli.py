@@ -23,7 +23,7 @@ def invoke(*args, input=None):
 def trained(tmp_path_factory):
     """One tiny model trained through the CLI, shared by the tests that only read it."""
     from conftest import train_toy_model
-    return train_toy_model(tmp_path_factory.mktemp("cli"), epochs=6)
+    return train_toy_model(tmp_path_factory.mktemp("cli"), epochs=8)
 
 
 def assert_one_line_error(result, *fragments):
@@ -47,7 +47,7 @@ def test_train_writes_the_run_directory(trained):
     for name in ("config.yaml", "src_vocab.txt", "tgt_vocab.txt", "metrics.jsonl", "last.pt", "best.pt", "train.log"):
         assert (run / name).is_file(), name
     assert "validation at step" in (run / "train.log").read_text()
-    assert yaml.safe_load((run / "config.yaml").read_text())["train"]["epochs"] == 6
+    assert yaml.safe_load((run / "config.yaml").read_text())["train"]["epochs"] == 8
 
 
 def test_translate_arguments_file_and_stdin(trained, tmp_path):
@@ -67,9 +67,9 @@ def test_translate_arguments_file_and_stdin(trained, tmp_path):
 
 
 def test_tiny_model_learned_the_toy_language(trained):
-    result = invoke("translate", "I see a cat.", "She has the house.", "-c", trained["run"])
+    result = invoke("translate", "I see a cat.", "She have the house.", "-c", trained["run"])
     assert result.stdout.splitlines() == ["Je vois un chat.", "Elle ai la maison."]
-    tokenized = invoke("translate", "I see a cat.", "She has the house .", "-c", trained["run"], "--tokenized")
+    tokenized = invoke("translate", "I see a cat.", "She have the house .", "-c", trained["run"], "--tokenized")
     assert tokenized.stdout.splitlines() == ["je vois un chat .", "elle ai la maison ."]
 
 
@@ -238,7 +238,7 @@ def test_pipe_is_answered_line_by_line(trained):
         proc.stdin.write("I see a cat.\n")
         proc.stdin.flush()
         assert proc.stdout.readline() == "Je vois un chat.\n"  # answered while stdin is still open
-        proc.stdin.write("She has the house.\n")
+        proc.stdin.write("She have the house.\n")
         proc.stdin.flush()
         assert proc.stdout.readline() == "Elle ai la maison.\n"
     finally:

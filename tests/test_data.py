@@ -1,9 +1,11 @@
 import random
 
+import numpy as np
 import torch
 
+from nmt import data
 from nmt.corpus import Pair
-from nmt.data import Example, bucket_batches, collate, encode_pairs, iterate_batches
+from nmt.data import Example, bucket_batches, collate, encode_pairs, iterate_batches, lengths, token_batches
 from nmt.vocab import Vocab
 
 
@@ -41,7 +43,7 @@ def test_max_len_drops_long_pairs():
 def test_bucketing_covers_every_example_once_and_cuts_padding():
     pairs, sv, tv = _examples(n=1000)
     examples = encode_pairs(pairs, sv, tv)
-    batches = bucket_batches(examples, 32, random.Random(1))
+    batches = bucket_batches(*lengths(examples), 32, np.random.default_rng(1))
     flat = sorted(i for b in batches for i in b)
     assert flat == list(range(len(examples)))
 
@@ -61,11 +63,15 @@ def test_bucketing_covers_every_example_once_and_cuts_padding():
 def test_epochs_are_reproducible_and_differ():
     pairs, sv, tv = _examples()
     examples = encode_pairs(pairs, sv, tv)
-    first = bucket_batches(examples, 16, random.Random(5))
-    assert first == bucket_batches(examples, 16, random.Random(5))
-    rng = random.Random(5)
-    assert bucket_batches(examples, 16, rng) != bucket_batches(examples, 16, rng)
-    assert bucket_batches(examples, 16, None) == bucket_batches(examples, 16, None)
+    lens = lengths(examples)
+
+    def draw(rng):
+        return [b.tolist() for b in bucket_batches(*lens, 16, rng)]
+
+    assert draw(np.random.default_rng(5)) == draw(np.random.default_rng(5))
+    rng = np.random.default_rng(5)
+    assert draw(rng) != draw(rng)
+    assert draw(None) == draw(None)
     batches = list(iterate_batches(examples, 16, tv.pad_id, tv.bos_id))
     assert sum(b.src.shape[0] for b in batches) == len(examples)
     assert all(isinstance(b.src, torch.Tensor) and b.src.dtype == torch.long for b in batches)
@@ -78,20 +84,56 @@ def _examples_of_lengths(lengths):
 def test_token_batches_stay_within_the_budget_and_cover_every_example_once():
     rng = random.Random(0)
     examples = _examples_of_lengths([(rng.randint(1, 15), rng.randint(1, 15)) for _ in range(500)])
-    batches = bucket_batches(examples, batch_size=1, rng=random.Random(1), batch_tokens=120)
+    lens = lengths(examples)
+    batches = bucket_batches(*lens, batch_size=1, rng=np.random.default_rng(1), batch_tokens=120)
     assert sorted(i for b in batches for i in b) == list(range(500))
     for batch in batches:
         padded = len(batch) * max(len(examples[i].tgt) for i in batch)
         assert padded <= 120 or len(batch) == 1
     # The count depends on the lengths only, so the schedule can know the epoch's length.
-    counts = {len(bucket_batches(examples, 1, random.Random(seed), batch_tokens=120)) for seed in range(5)}
-    assert counts == {len(bucket_batches(examples, 1, None, batch_tokens=120))}
+    counts = {len(bucket_batches(*lens, 1, np.random.default_rng(seed), batch_tokens=120)) for seed in range(5)}
+    assert counts == {len(bucket_batches(*lens, 1, None, batch_tokens=120))}
 
 
 def test_a_sentence_longer_than_the_token_budget_gets_a_batch_of_its_own():
     examples = _examples_of_lengths([(3, 3), (3, 30), (3, 3)])
-    batches = bucket_batches(examples, batch_size=1, rng=None, batch_tokens=10)
-    assert sorted(map(sorted, batches)) == [[0, 2], [1]]
+    batches = bucket_batches(*lengths(examples), batch_size=1, rng=None, batch_tokens=10)
+    assert sorted(sorted(b.tolist()) for b in batches) == [[0, 2], [1]]
+
+
+def _greedy_reference(order, tgt_lens, budget):
+    """The token batches as cut example by example: what `token_batches` must equal."""
+    batches, current, longest = [], [], 0
+    for i in order:
+        if current and (len(current) + 1) * max(longest, tgt_lens[i]) > budget:
+            batches.append(current)
+            current, longest = [], 0
+        current.append(i)
+        longest = max(longest, tgt_lens[i])
+    return batches + ([current] if current else [])
+
+
+def test_token_batches_cut_runs_as_the_example_by_example_greedy_does():
+    rng = np.random.default_rng(0)
+    for budget in (1, 7, 40, 120, 1000):
+        src_lens, tgt_lens = rng.integers(1, 30, 3000), rng.integers(1, 30, 3000)
+        order = np.lexsort((tgt_lens, src_lens))  # as a sorted window: runs of equal lengths
+        got = [b.tolist() for b in token_batches(order, tgt_lens, budget)]
+        assert got == _greedy_reference(order.tolist(), tgt_lens.tolist(), budget)
+
+
+def test_windows_shuffle_globally_then_sort_each_window(monkeypatch):
+    monkeypatch.setattr(data, "WINDOW", 100)
+    rng = np.random.default_rng(0)
+    src_lens, tgt_lens = rng.integers(1, 20, 1000), rng.integers(1, 20, 1000)
+    batches = bucket_batches(src_lens, tgt_lens, 10, np.random.default_rng(3))
+    assert sorted(i for b in batches for i in b.tolist()) == list(range(1000))
+    # Each window of 100 is cut into 10 batches of examples sorted by length.
+    for batch in batches:
+        keys = list(zip(src_lens[batch], tgt_lens[batch]))
+        assert keys == sorted(keys) and len(batch) == 10
+    # The permutation is global: a window's examples come from all over the corpus.
+    assert max(int(b.max()) - int(b.min()) for b in batches) > 500
 
 
 def test_collate_finds_the_target_positions_on_the_host():

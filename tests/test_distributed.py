@@ -1,18 +1,17 @@
 """Data-parallel training under torchrun (gloo, CPU): real processes on loopback."""
 
 import json
-import random
 import socket
 import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 import torch
 import yaml
 
 from nmt import distributed
-from nmt.data import Example
 
 from conftest import TINY, toy_lines, write_corpus_zip
 
@@ -90,16 +89,20 @@ def ddp_dropout_run(root):
 
 
 def test_epoch_shards_are_disjoint_equal_and_cover_the_global_batches():
-    examples = [Example([4] * (1 + i % 9), [5] * (1 + i % 7)) for i in range(203)]
-    single = distributed.epoch_shard(examples, 20, random.Random(5), distributed.SINGLE)
-    shards = [distributed.epoch_shard(examples, 10, random.Random(5), distributed.World(r, 2)) for r in range(2)]
+    src_lens, tgt_lens = np.arange(203) % 9 + 2, np.arange(203) % 7 + 2
+
+    def shard(n, batch_size, world):
+        return [b.tolist() for b in distributed.epoch_shard(src_lens[:n], tgt_lens[:n], batch_size,
+                                                            np.random.default_rng(5), world)]
+
+    single = shard(203, 20, distributed.SINGLE)
+    shards = [shard(203, 10, distributed.World(r, 2)) for r in range(2)]
     assert len(shards[0]) == len(shards[1]) == len(single)  # 11 global batches of <= 20, all kept
     for step, (a, b) in enumerate(zip(*shards)):
         assert not set(a) & set(b)
         assert sorted(a + b) == sorted(single[step])  # the global batch one process would take
     # 182 = 6 x 30 + 2: the last global batch cannot give each of 3 ranks an example and is dropped.
-    three = [distributed.epoch_shard(examples[:182], 10, random.Random(5), distributed.World(r, 3))
-             for r in range(3)]
+    three = [shard(182, 10, distributed.World(r, 3)) for r in range(3)]
     assert [len(s) for s in three] == [6, 6, 6] and all(len(b) == 10 for s in three for b in s)
 
 
@@ -125,6 +128,17 @@ def test_two_processes_equal_one_process_with_the_global_batch(root):
     # Rank 0 alone writes: one log, one metrics line per validation (not one per process).
     assert len((root / "ddp" / "metrics.jsonl").read_text().splitlines()) == 1
     assert "2 processes, global batch 32" in (root / "ddp" / "train.log").read_text()
+
+
+def test_two_processes_prepare_the_corpus_once_and_map_the_same_files(tmp_path):
+    write_corpus_zip(tmp_path / "toy.zip", toy_lines())
+    _nmt("train", _config(tmp_path, "ddp", NO_DROPOUT, max_steps=4), "--data", "toy.zip", "--out", "ddp",
+         "--nproc", 2, cwd=tmp_path)
+    # Both processes ask for the prepared corpus; the lock lets one prepare and the other find it.
+    log = (tmp_path / "ddp" / "train.log").read_text()
+    assert log.count("preparing it") == 1 and "prepared data: " not in log, log  # rank 0 prepared it
+    prepared = tmp_path / "data" / "prepared"
+    assert len([p for p in prepared.iterdir() if p.is_dir()]) == 1  # no second or half-built folder
 
 
 def test_resume_under_ddp_continues_exactly(root, ddp_dropout_run):

@@ -5,6 +5,7 @@ swaps shared names and numbers alike on both sides; eval reports the share of nu
 
 import random
 
+import numpy as np
 import pytest
 import torch
 import yaml
@@ -12,7 +13,7 @@ import yaml
 from nmt.augment import replace_copyable, shared_copyable
 from nmt.checkpoint import load_model, newest_good_checkpoint, read_checkpoint
 from nmt.config import config_from_dict
-from nmt.data import encode_tokens
+from nmt.data import collate, encode_tokens
 from nmt.errors import ConfigError
 from nmt.evaluate import numbers_copied
 from nmt.tokenizer import SubwordTokenizer
@@ -37,18 +38,26 @@ def corpus(tmp_path):
     return write_corpus_zip(tmp_path / "toy.zip", toy_lines() + NUMBERS)
 
 
+def _targets(data, batch):
+    """The target sentences of a batch, decoded."""
+    return [data.tokenizer.target_text(data.tgt_vocab.decode(row.tolist())) for row in batch.tgt_out]
+
+
+def _same(a, b):
+    return torch.equal(a.src, b.src) and torch.equal(a.tgt_out, b.tgt_out)
+
+
 def test_sampled_segmentations_differ_by_epoch_and_repeat_by_seed(corpus, tmp_path):
     data = load_data(_cfg({"subword_sampling": 0.3}), str(corpus), tmp_path, None, distributed.SINGLE)
-    first, again, second = (data.epoch_examples(epoch, seed=3) for epoch in (1, 1, 2))
-    assert first == again and first != second  # a resumed run and every process see the same epoch
-    assert first != data.train and len(first) <= len(data.train)  # longer segmentations may pass max_len
-    tokenizer, vocab = data.tokenizer, data.tgt_vocab
-    sentences = {tokenizer.target_text(vocab.decode(ex.tgt)) for ex in data.train}
-    sampled = {tokenizer.target_text(vocab.decode(ex.tgt)) for ex in first}
-    assert sampled <= sentences  # other pieces, the same sentences
+    rows = np.arange(len(data.train))
+    first, again, second = (data.batch(rows, f"3/{epoch}/0/0") for epoch in (1, 1, 2))
+    assert _same(first, again) and not _same(first, second)  # a resumed run and every process see the same
+    best = collate(data.train.examples(rows), data.tgt_vocab.pad_id, data.tgt_vocab.bos_id)
+    assert not _same(first, best)
+    assert _targets(data, first) == _targets(data, best)  # other pieces, the same sentences
     (tmp_path / "b").mkdir()
     no_sampling = load_data(_cfg(), str(corpus), tmp_path / "b", None, distributed.SINGLE)
-    assert no_sampling.epoch_examples(2, seed=3) is no_sampling.train
+    assert no_sampling.texts is None and _same(no_sampling.batch(rows, "3/2/0/0"), best)
 
 
 def test_shared_names_and_numbers_are_replaced_alike_on_both_sides():
@@ -63,18 +72,22 @@ def test_shared_names_and_numbers_are_replaced_alike_on_both_sides():
     assert replace_copyable([pair], 0.0, random.Random(0)) == [pair]
 
 
-def test_copy_augmented_epochs_differ_by_epoch_and_repeat_by_seed(corpus, tmp_path):
+def test_copy_augmented_batches_differ_by_epoch_and_repeat_by_seed(corpus, tmp_path):
     data = load_data(_cfg({"copy_augment": 1.0}), str(corpus), tmp_path, None, distributed.SINGLE)
-    first, again, second = (data.epoch_examples(epoch, seed=3) for epoch in (1, 1, 2))
-    assert first == again and first != second
-    tokenizer, vocab = data.tokenizer, data.tgt_vocab
-    changed = [tokenizer.target_text(vocab.decode(a.tgt)) for a, b in zip(first, data.train) if a != b]
+    rows = np.arange(len(data.train))
+    first, again, second = (data.batch(rows, f"3/{epoch}/0/0") for epoch in (1, 1, 2))
+    assert _same(first, again) and not _same(first, second)
+    best = _targets(data, collate(data.train.examples(rows), data.tgt_vocab.pad_id, data.tgt_vocab.bos_id))
+    changed = [a for a, b in zip(_targets(data, first), best) if a != b]
     assert changed and all("chats" in t and "J'ai" in t for t in changed)  # only the numbers' pairs
-    # Encoding only the changed pairs gives what encoding every pair of the augmented corpus gives.
+    # Encoding only the changed pairs gives what encoding every pair of the augmented texts gives.
     half = load_data(_cfg({"copy_augment": 0.5}), str(corpus), tmp_path, None, distributed.SINGLE)
-    texts = replace_copyable([p.raw for p in half.train_pairs], 0.5, random.Random(3 * 10_000 + 1))
+    pairs = [(half.texts[0].text(i), half.texts[1].text(i)) for i in half.train.kept[rows].tolist()]
+    texts = replace_copyable(pairs, 0.5, random.Random("3/1/0/0"))
     src, tgt = half.tokenizer.source_tokens([s for s, _ in texts]), half.tokenizer.target_tokens([t for _, t in texts])
-    assert half.epoch_examples(1, seed=3) == encode_tokens(src, tgt, half.src_vocab, half.tgt_vocab)
+    expected = collate(encode_tokens(src, tgt, half.src_vocab, half.tgt_vocab), half.tgt_vocab.pad_id,
+                       half.tgt_vocab.bos_id)
+    assert _same(half.batch(rows, "3/1/0/0"), expected)
     with pytest.raises(ConfigError, match="data.copy_augment needs data.tokenizer: subword"):
         config_from_dict({**TINY, "data": {**TINY["data"], "copy_augment": 0.5}})
 

@@ -2,7 +2,6 @@
 every step that all ranks hold the same parameters. Prints one JSON line from rank 0."""
 
 import json
-import random
 import sys
 from pathlib import Path
 
@@ -19,10 +18,10 @@ world = distributed.init(cfg.train.device)
 out_dir = out / f"rank{world.rank}"  # nothing is written by ranks > 0; each gets a directory anyway
 out_dir.mkdir(parents=True, exist_ok=True)
 run = setup(cfg, out_dir, corpus, world=world)
-shard = epoch_batches(run.data.train, run.cfg, random.Random(0), world)
+shard = epoch_batches(run.data, run.cfg, 1, world)
 max_diff, seen, signals = [], [], StopSignals()
 for indices in shard[:steps]:
-    seen.extend(indices)
+    seen.extend(indices.tolist())
     train_batch(run, indices, total_steps=cfg.train.epochs * len(shard))
     agree_to_stop(run, signals)  # where the ranks agree on stopping and on the clock
     flat = torch.cat([p.detach().flatten() for p in run.model.parameters()])

@@ -1,0 +1,103 @@
+"""Sequences on disk: one flat `.bin` of values and an `.idx` of sizes and offsets, read through
+numpy.memmap (fairseq's MMapIndexedDataset, without its wrappers), so a corpus of millions of
+sentences costs the page cache, not the heap. Token ids take uint16 where the vocabulary fits;
+the raw text of a split is the same structure over UTF-8 bytes.
+
+`.idx`: the magic bytes, the format version, a dtype code and the count, each 8 bytes, then
+int32 sizes (count) and int64 offsets (count + 1) into `.bin`, in values.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from array import array
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+
+import numpy as np
+
+MAGIC = b"NMTIDX\x00\x00"
+VERSION = 1
+DTYPES = {1: np.uint8, 2: np.uint16, 3: np.uint32}
+HEADER_BYTES = 32
+
+
+def _file(prefix: Path, suffix: str) -> Path:
+    return prefix.with_name(prefix.name + suffix)
+
+
+def ids_dtype(vocab_size: int) -> type:
+    """The smallest dtype that holds every id of a vocabulary."""
+    return np.uint16 if vocab_size <= 1 << 16 else np.uint32
+
+
+class IndexedWriter:
+    """Appends sequences to PREFIX.bin and, on close, writes PREFIX.idx; hashes both as it writes
+    (`digests`: file name -> sha256), so checking them later needs no second read."""
+
+    def __init__(self, prefix: Path, dtype: type):
+        self.prefix, self.dtype = prefix, np.dtype(dtype)
+        self.code = next(code for code, d in DTYPES.items() if np.dtype(d) == self.dtype)
+        self.bin = open(_file(prefix, ".bin"), "wb")
+        self.bin_hash = hashlib.sha256()
+        self.sizes = array("i")
+        self.digests: dict[str, str] = {}
+
+    def add_array(self, values: np.ndarray, sizes: Sequence[int]) -> None:
+        """Many sequences at once: their values concatenated, and their sizes."""
+        data = np.ascontiguousarray(values, dtype=self.dtype).tobytes()
+        self.bin.write(data)
+        self.bin_hash.update(data)
+        self.sizes.extend(sizes)
+
+    def add(self, values: Sequence[int] | bytes) -> None:
+        self.add_array(np.frombuffer(values, np.uint8) if isinstance(values, bytes) else np.asarray(values),
+                       [len(values)])
+
+    def close(self) -> None:
+        self.bin.close()
+        sizes = np.frombuffer(self.sizes, dtype=np.int32) if len(self.sizes) else np.zeros(0, np.int32)
+        offsets = np.zeros(len(sizes) + 1, dtype=np.int64)
+        np.cumsum(sizes, out=offsets[1:])
+        header = MAGIC + np.array([VERSION, self.code, len(sizes)], dtype="<u8").tobytes()
+        index = header + sizes.astype("<i4").tobytes() + offsets.astype("<i8").tobytes()
+        _file(self.prefix, ".idx").write_bytes(index)
+        self.digests = {_file(self.prefix, ".bin").name: self.bin_hash.hexdigest(),
+                        _file(self.prefix, ".idx").name: hashlib.sha256(index).hexdigest()}
+
+
+class IndexedArray:
+    """PREFIX.bin and PREFIX.idx mapped read-only: `array[i]` is sequence i (a view, no copy)."""
+
+    def __init__(self, prefix: Path):
+        idx = _file(prefix, ".idx")
+        head = idx.read_bytes()[:HEADER_BYTES]
+        if len(head) < HEADER_BYTES or head[:8] != MAGIC:
+            raise ValueError(f"{idx} is not an nmt index file")
+        version, code, count = np.frombuffer(head[8:], dtype="<u8").tolist()
+        if version != VERSION or code not in DTYPES:
+            raise ValueError(f"{idx}: index format {version}, dtype {code} is not this version's")
+        self.idx, self.count = idx, count
+        self.offsets = np.memmap(idx, dtype="<i8", mode="r", offset=HEADER_BYTES + 4 * count, shape=(count + 1,))
+        self.dtype = np.dtype(DTYPES[code])
+        total = int(self.offsets[-1]) if count else 0
+        # An empty .bin cannot be mapped: it has nothing to give anyway.
+        self.data = (np.memmap(_file(prefix, ".bin"), dtype=self.dtype, mode="r", shape=(total,)) if total
+                     else np.zeros(0, self.dtype))
+
+    def __len__(self) -> int:
+        return self.count
+
+    def sizes(self) -> np.ndarray:
+        """Every sequence's size, read into memory (not mapped: their pages need not stay resident)."""
+        return np.fromfile(self.idx, dtype="<i4", count=self.count, offset=HEADER_BYTES)
+
+    def __getitem__(self, i: int) -> np.ndarray:
+        return self.data[self.offsets[i]: self.offsets[i + 1]]
+
+    def text(self, i: int) -> str:
+        """Sequence i of a text store, decoded."""
+        return self[i].tobytes().decode("utf-8")
+
+    def texts(self, indices: Iterable[int]) -> list[str]:
+        return [self.text(int(i)) for i in indices]

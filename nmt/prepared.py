@@ -1,0 +1,54 @@
+"""Reading a prepared corpus (`nmt.prepare`): its tokenizer and vocabularies, the training ids as
+memory maps, the small splits as pairs, and the training words the rare-word subset is cut by."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from nmt.config import DataConfig
+from nmt.corpus import Pair, split_pair
+from nmt.indexed import IndexedArray
+from nmt.prepare import MANIFEST, read_manifest
+from nmt.tokenizer import SubwordTokenizer, Tokenizer, WordTokenizer
+from nmt.vocab import Vocab
+
+
+class PreparedCorpus:
+    def __init__(self, folder: Path, cfg: DataConfig):
+        manifest = read_manifest(folder)
+        if manifest is None:
+            raise FileNotFoundError(folder / MANIFEST)
+        self.folder, self.cfg, self.manifest = folder, cfg, manifest
+        self.counts: dict[str, int] = manifest["counts"]
+
+    def vocabularies(self) -> tuple[Tokenizer, Vocab, Vocab]:
+        src_vocab, tgt_vocab = Vocab.load(self.folder / "src_vocab.txt"), Vocab.load(self.folder / "tgt_vocab.txt")
+        if self.cfg.tokenizer == "word":
+            return WordTokenizer(self.cfg.source_lang, self.cfg.target_lang), src_vocab, tgt_vocab
+        return SubwordTokenizer.load(self.folder, self.cfg.source_lang, self.cfg.target_lang), src_vocab, tgt_vocab
+
+    def ids(self, split: str, side: str) -> IndexedArray:
+        """Token ids without <eos>, one sequence a pair of the split."""
+        return IndexedArray(self.folder / f"{split}.{side}")
+
+    def texts(self, split: str, side: str) -> IndexedArray:
+        """The sentences as the corpus writes them (UTF-8 bytes)."""
+        return IndexedArray(self.folder / f"{split}.{side}.txt")
+
+    def pairs(self, split: str) -> list[Pair]:
+        """A small split (valid, test) as pairs, in corpus order."""
+        src, tgt = self.texts(split, "src"), self.texts(split, "tgt")
+        # The stores hold the pair in the model's direction: read back as first, second = src, tgt.
+        forward = DataConfig(src_lang=self.cfg.src_lang, tgt_lang=self.cfg.tgt_lang)
+        pairs = [split_pair(s, t, forward) for s, t in zip(src.texts(range(len(src))), tgt.texts(range(len(tgt))))]
+        return [found[1] for found in pairs if found is not None]
+
+    def training_words(self, min_freq: int) -> Vocab:
+        """The source words seen at least `min_freq` times in the training split, as the word
+        tokenizer keeps them. Words outside it are what eval calls rare."""
+        counts = {}
+        with open(self.folder / "training_words.tsv", encoding="utf-8") as f:
+            for line in f:
+                word, count = line.rstrip("\n").rsplit("\t", 1)
+                counts[word] = int(count)
+        return Vocab.from_counts(counts, min_freq)

@@ -162,11 +162,14 @@ class TrainConfig:
     save_every: int = 500  # checkpoint every N steps too (validations and epoch ends always save); 0: off
     keep_last: int = 3  # rotating ckpt-<step>.pt files kept (best.pt and last.pt are extra)
     val_bleu_sentences: int = 500  # fixed validation subset for the per-epoch BLEU
+    val_max_pairs: int = 5000  # validation reads about this many valid pairs at most (whole sources, spread
+    # over the split): a corpus of millions has tens of thousands, fra-eng 1,753
     patience: int = 0  # stop after this many validations without a better BLEU; 0: no early stopping
 
     def __post_init__(self) -> None:
         _positive("train", batch_size=self.batch_size, lr=self.lr, epochs=self.epochs, log_every=self.log_every,
-                  val_bleu_sentences=self.val_bleu_sentences, keep_last=self.keep_last)
+                  val_bleu_sentences=self.val_bleu_sentences, keep_last=self.keep_last,
+                  val_max_pairs=self.val_max_pairs)
         _non_negative("train", max_steps=self.max_steps, max_minutes=self.max_minutes, clip_grad=self.clip_grad,
                       threads=self.threads, eval_every=self.eval_every, save_every=self.save_every,
                       patience=self.patience, warmup_steps=self.warmup_steps, min_lr=self.min_lr,

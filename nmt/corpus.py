@@ -216,9 +216,14 @@ class Pair:
         return self.src_text or " ".join(self.src), self.tgt_text or " ".join(self.tgt)
 
 
+def source_hash(src_key: str) -> int:
+    """md5 of the preprocessed source sentence: the split's key, shared by all its translations."""
+    return int(hashlib.md5(src_key.encode("utf-8")).hexdigest(), 16)
+
+
 def split_of(src_key: str) -> str:
     """The canonical split: md5 of the preprocessed source sentence, mod 100."""
-    bucket = int(hashlib.md5(src_key.encode("utf-8")).hexdigest(), 16) % 100
+    bucket = source_hash(src_key) % 100
     return "test" if bucket in (0, 1) else "valid" if bucket == 2 else "train"
 
 

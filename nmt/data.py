@@ -95,6 +95,7 @@ def collate(examples: Sequence[Example], pad_id: int, bos_id: int) -> Batch:
 
 
 WINDOW = 1 << 20  # examples sorted by length together: the whole of a corpus up to a million pairs
+CHUNK = 1 << 18  # pairs whose lengths are read at once
 
 
 def lengths(examples: Sequence[Example]) -> tuple[np.ndarray, np.ndarray]:
@@ -170,16 +171,25 @@ class TrainingSet:
     in memory are only their lengths and positions, a few bytes a pair."""
     src: IndexedArray  # ids without <eos>, one sequence a training pair of the split
     tgt: IndexedArray
-    kept: np.ndarray  # the stores' indices of the pairs within max_len
-    src_lens: np.ndarray  # (len(kept),) lengths with <eos>
+    kept: np.ndarray  # (pairs within max_len,) int32: their indices in the stores
+    src_lens: np.ndarray  # (len(kept),) lengths with <eos>, uint16
     tgt_lens: np.ndarray
     eos_id: int
 
     @classmethod
     def from_stores(cls, src: IndexedArray, tgt: IndexedArray, max_len: int, eos_id: int) -> TrainingSet:
-        src_lens, tgt_lens = src.sizes() + 1, tgt.sizes() + 1  # int32, with <eos>
-        kept = np.flatnonzero((src_lens <= max_len) & (tgt_lens <= max_len)).astype(np.int32)
-        return cls(src, tgt, kept, src_lens[kept], tgt_lens[kept], eos_id)
+        # Read in chunks into arrays of the final size: memory stays at 8 bytes a pair.
+        n, lens_type = len(src), np.uint16 if max_len < 1 << 16 else np.int32
+        kept, src_lens, tgt_lens = np.empty(n, np.int32), np.empty(n, lens_type), np.empty(n, lens_type)
+        count = 0
+        for start in range(0, n, CHUNK):
+            src_chunk, tgt_chunk = src.sizes(start, CHUNK) + 1, tgt.sizes(start, CHUNK) + 1  # with <eos>
+            within = np.flatnonzero((src_chunk <= max_len) & (tgt_chunk <= max_len))
+            end = count + len(within)
+            kept[count:end], src_lens[count:end], tgt_lens[count:end] = within + start, src_chunk[within], \
+                tgt_chunk[within]
+            count = end
+        return cls(src, tgt, kept[:count], src_lens[:count], tgt_lens[:count], eos_id)
 
     def __len__(self) -> int:
         return len(self.kept)

@@ -88,9 +88,11 @@ class IndexedArray:
     def __len__(self) -> int:
         return self.count
 
-    def sizes(self) -> np.ndarray:
-        """Every sequence's size, read into memory (not mapped: their pages need not stay resident)."""
-        return np.fromfile(self.idx, dtype="<i4", count=self.count, offset=HEADER_BYTES)
+    def sizes(self, start: int = 0, count: int | None = None) -> np.ndarray:
+        """The sizes of `count` sequences from `start` (all by default), read into memory (not
+        mapped: their pages need not stay resident)."""
+        count = self.count - start if count is None else max(0, min(count, self.count - start))
+        return np.fromfile(self.idx, dtype="<i4", count=count, offset=HEADER_BYTES + 4 * start)
 
     def __getitem__(self, i: int) -> np.ndarray:
         return self.data[self.offsets[i]: self.offsets[i + 1]]

@@ -215,8 +215,10 @@ def prepare(corpus: Path, cfg: DataConfig, folder: Path, vocabularies: tuple[Tok
             vocab: str | None = None, quiet: bool = False) -> None:
     """Prepare `corpus` into `folder` (replacing what is there), by way of a temporary folder."""
     start = time.monotonic()
+    for kind in ("tmp", "old"):  # what a killed prepare left (this process holds the folder's lock)
+        for leftover in folder.parent.glob(f"{folder.name}.{kind}-*"):
+            shutil.rmtree(leftover, ignore_errors=True)
     tmp = folder.with_name(f"{folder.name}.tmp-{os.getpid()}")
-    shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir(parents=True)
     try:
         corpus_print = fingerprint(corpus, cfg)

@@ -3,13 +3,14 @@ memory maps, the small splits as pairs, and the training words the rare-word sub
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 
 from nmt.config import DataConfig
-from nmt.corpus import Pair, split_pair
+from nmt.corpus import Pair, source_hash, split_pair
 from nmt.indexed import IndexedArray
 from nmt.prepare import MANIFEST, read_manifest
-from nmt.tokenizer import SubwordTokenizer, Tokenizer, WordTokenizer
+from nmt.tokenizer import TOKENIZER, SubwordTokenizer, Tokenizer, WordTokenizer
 from nmt.vocab import Vocab
 
 
@@ -35,13 +36,21 @@ class PreparedCorpus:
         """The sentences as the corpus writes them (UTF-8 bytes)."""
         return IndexedArray(self.folder / f"{split}.{side}.txt")
 
-    def pairs(self, split: str) -> list[Pair]:
-        """A small split (valid, test) as pairs, in corpus order."""
+    def pairs(self, split: str, at_most: int | None = None) -> list[Pair]:
+        """A small split (valid, test) as pairs, in corpus order. With `at_most`, a larger split
+        gives about that many: the pairs of every k-th source by the split's own hash, so all
+        translations of a kept source stay together and the subset spreads over the split."""
         src, tgt = self.texts(split, "src"), self.texts(split, "tgt")
+        every = math.ceil(len(src) / at_most) if at_most else 1
         # The stores hold the pair in the model's direction: read back as first, second = src, tgt.
         forward = DataConfig(src_lang=self.cfg.src_lang, tgt_lang=self.cfg.tgt_lang)
-        pairs = [split_pair(s, t, forward) for s, t in zip(src.texts(range(len(src))), tgt.texts(range(len(tgt))))]
-        return [found[1] for found in pairs if found is not None]
+        pairs = []
+        for i in range(len(src)):
+            text = src.text(i)
+            if every == 1 or source_hash(TOKENIZER.preprocess(text)) // 100 % every == 0:
+                if found := split_pair(text, tgt.text(i), forward):
+                    pairs.append(found[1])
+        return pairs
 
     def training_words(self, min_freq: int) -> Vocab:
         """The source words seen at least `min_freq` times in the training split, as the word

@@ -108,7 +108,10 @@ def load_data(cfg: Config, data_path: str | None, out_dir: Path, resume: dict | 
         raise NmtError(f"no training pair fits data.max_len={cfg.data.max_len}; raise it")
     logger.info("vocab (%s): %d source, %d target types | %s training pairs within data.max_len=%d",
                 cfg.data.tokenizer, len(src_vocab), len(tgt_vocab), f"{len(train):,}", cfg.data.max_len)
-    valid_pairs = prepared.pairs("valid")
+    valid_pairs = prepared.pairs("valid", cfg.train.val_max_pairs)
+    if len(valid_pairs) < counts["valid"]:
+        logger.info("validation: %s of the %s valid pairs (train.val_max_pairs=%d)", f"{len(valid_pairs):,}",
+                    f"{counts['valid']:,}", cfg.train.val_max_pairs)
     references = group_references(valid_pairs)
     # Every k-th source: the corpus is sorted by length, so the first n would be the shortest.
     every = max(1, math.ceil(len(references.sources) / cfg.train.val_bleu_sentences))

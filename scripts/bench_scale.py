@@ -8,7 +8,7 @@ tab-separated file under a temporary folder that is deleted at the end (never co
 For each size it runs, as separate processes with `configs/default.yaml`:
 - `nmt prepare` (cold): wall time, pairs/s, the prepared folder's size, peak RSS;
 - `nmt train` on the prepared data (warm: a cache hit): seconds from the process start to the
-  log line of the first training step, and peak RSS over its first 30 steps.
+  log line of the first training step, and peak RSS over its first 100 steps.
 """
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ sys.path.insert(0, str(REPO))
 from nmt.config import DataConfig  # noqa: E402
 from nmt.corpus import read_lines, resolve_corpus  # noqa: E402
 
-STEPS = 30
+STEPS = 100
 STEP_LINE = re.compile(r"^step (\d+) \|")
 
 

@@ -134,6 +134,14 @@ def test_an_interrupted_prepare_leaves_nothing_that_looks_complete(tsv, monkeypa
     assert [p.name for p in Path(WORD.prepared_dir).iterdir() if not p.name.endswith(".lock")] == []
 
 
+def test_a_killed_prepare_is_cleaned_up_by_the_next(tsv, caplog):
+    folder = prepared_path(tsv, WORD)
+    folder.parent.mkdir(parents=True)
+    (folder.parent / f"{folder.name}.tmp-99999").mkdir()  # as SIGKILL mid-prepare leaves it
+    assert "no prepared data in" in _prepare(tsv, WORD, caplog)[1]
+    assert sorted(p.name for p in folder.parent.iterdir()) == [folder.name, f"{folder.name}.lock"]
+
+
 def test_bad_input_is_one_error_and_no_cache(tmp_path):
     no_pairs = tmp_path / "no-pairs.txt"
     no_pairs.write_text("no tab here\n", encoding="utf-8")
@@ -185,3 +193,13 @@ def test_real_corpus_prepares_the_canonical_split(real_corpus, tmp_path):
     folder = ensure_prepared(real_corpus, DataConfig(prepared_dir=str(tmp_path)), quiet=True)
     counts = PreparedCorpus(folder, DataConfig()).counts
     assert (counts["train"], counts["valid"], counts["test"]) == (162_252, 1_753, 3_125)
+
+
+def test_a_capped_validation_split_keeps_whole_sources_spread_over_it(tsv, caplog):
+    corpus = PreparedCorpus(_prepare(tsv, WORD, caplog)[0], WORD)
+    everything = corpus.pairs("train")  # the training split stands in for a large valid split
+    capped = corpus.pairs("train", at_most=len(everything) // 4)
+    assert len(everything) // 8 < len(capped) < len(everything) // 2
+    kept = {tuple(p.src) for p in capped}
+    assert [p for p in everything if tuple(p.src) in kept] == capped  # every translation of a kept source
+    assert corpus.pairs("train", at_most=len(everything)) == everything

@@ -179,7 +179,7 @@ def translate(text: TextArg = None, input_: InputOpt = None, checkpoint: Checkpo
                        'e.g. nmt translate "I am cold." --plot attention.png')
     translator = Translator.load(checkpoint, device)
     if plot or show_attention:
-        _translate_with_attention(translator, text, plot, show_attention)
+        _translate_with_attention(translator, text, plot, show_attention, beam)
     elif nbest > 1:
         _print_nbest(translator, text if text else _read_all(input_), beam, nbest, tokenized)
     elif text:
@@ -221,11 +221,12 @@ def _print_nbest(translator, lines: list[str], beam: Optional[int], nbest: int, 
             typer.echo(f"{index}\t{t.score:.4f}\t{t.tokenized if tokenized else t.text}")
 
 
-def _translate_with_attention(translator, sentences: list[str], plot: Optional[Path], show: bool) -> None:
+def _translate_with_attention(translator, sentences: list[str], plot: Optional[Path], show: bool,
+                              beam: Optional[int]) -> None:
     from nmt.visualize import attention_table, plot_attention
 
     for sentence in sentences:
-        src_tokens, out_tokens, weights = translator.attention(sentence)
+        src_tokens, out_tokens, weights = translator.attention(sentence, beam=beam)
         typer.echo(translator.tokenizer.target_text([t for t in out_tokens if t != "<eos>"]))
         if show:
             typer.echo(attention_table(src_tokens, out_tokens, weights))
@@ -288,7 +289,8 @@ def serve(
     host: Annotated[str, typer.Option(help="Address to bind; loopback unless you mean to share it.")] = "127.0.0.1",
     port: Annotated[int, typer.Option(min=0, max=65535, help="Port (0: any free one).")] = 8000,
     device: DeviceOpt = "auto",
-    beam: Annotated[int, typer.Option("--beam", "-k", min=1, help="Beam size of requests that name none.")] = 1,
+    beam: Annotated[Optional[int], typer.Option("--beam", "-k", min=1, help=(
+        "Beam size of requests that name none (default: the checkpoint's decode.beam_size; 1 is greedy)."))] = None,
     max_beam: Annotated[int, typer.Option(min=1, help="Largest beam or n-best a request may ask for.")] = 10,
     max_texts: Annotated[int, typer.Option(min=1, help="Texts in one request.")] = 64,
     max_chars: Annotated[int, typer.Option(min=1, help="Characters in one text.")] = 1000,
@@ -307,7 +309,7 @@ def serve(
     from nmt.serve import ServeSettings, run_server
 
     _setup_logging()
-    settings = ServeSettings(beam=beam, max_beam=max(max_beam, beam), max_texts=max_texts, max_chars=max_chars,
+    settings = ServeSettings(beam=beam, max_beam=max(max_beam, beam or 1), max_texts=max_texts, max_chars=max_chars,
                              max_body_bytes=max_body_kb * 1024, max_batch=max_batch, max_wait_ms=max_wait_ms,
                              queue_size=queue_size)
     run_server(checkpoint, device, host, port, settings)

@@ -164,12 +164,14 @@ class TrainConfig:
     val_bleu_sentences: int = 500  # fixed validation subset for the per-epoch BLEU
     val_max_pairs: int = 5000  # validation reads about this many valid pairs at most (whole sources, spread
     # over the split): a corpus of millions has tens of thousands, fra-eng 1,753
+    val_beam_size: int = 1  # the search of validation during training: greedy keeps it fast (decode.beam_size
+    # is what translate, eval and serve use)
     patience: int = 0  # stop after this many validations without a better BLEU; 0: no early stopping
 
     def __post_init__(self) -> None:
         _positive("train", batch_size=self.batch_size, lr=self.lr, epochs=self.epochs, log_every=self.log_every,
                   val_bleu_sentences=self.val_bleu_sentences, keep_last=self.keep_last,
-                  val_max_pairs=self.val_max_pairs)
+                  val_beam_size=self.val_beam_size, val_max_pairs=self.val_max_pairs)
         _non_negative("train", max_steps=self.max_steps, max_minutes=self.max_minutes, clip_grad=self.clip_grad,
                       threads=self.threads, eval_every=self.eval_every, save_every=self.save_every,
                       patience=self.patience, warmup_steps=self.warmup_steps, min_lr=self.min_lr,
@@ -188,7 +190,7 @@ class TrainConfig:
 
 @dataclass(frozen=True)
 class DecodeConfig:
-    beam_size: int = 1  # 1: greedy search
+    beam_size: int = 5  # beam search, as OpenNMT-py and fairseq decode unless told otherwise; 1: greedy search
     length_penalty: float = 1.0  # beam scores are divided by length^length_penalty; 0: raw log-probs
     batch_size: int = 128
     max_input_len: int = 100  # longer inputs are truncated with a warning

@@ -21,7 +21,7 @@ from nmt.prepare import ensure_prepared
 from nmt.prepared import PreparedCorpus
 from nmt.runtime import resolve_device
 from nmt.translator import Translator
-from nmt.validation import validate
+from nmt.validation import search_name, validate
 from nmt.vocab import UNK, Vocab
 
 _NUMBER = re.compile(r"\d+")
@@ -61,7 +61,7 @@ def evaluate_checkpoint(checkpoint: str | None, split: str, bleu: bool, device_n
     beam_size = beam_size or loaded.cfg.decode.beam_size
     result = validate(translator, examples, refs, beam_size)
     hyps = [t.text for t in result.translations]
-    search = "greedy" if beam_size == 1 else f"beam {beam_size}"
+    search = search_name(beam_size)
     hyp_path = loaded.path.parent / f"hyps.{split}.{search.replace(' ', '')}.txt"
     hyp_path.write_text("\n".join(hyps) + "\n", encoding="utf-8")
     lines = [head, f"loss {result.loss:.3f} | ppl {math.exp(min(result.loss, 50)):.2f} (per {tokenizer.kind} token)",

@@ -8,6 +8,7 @@ bodies within limits and turns every bad input into a 4xx with `{"error": "..."}
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 import logging
 import signal
@@ -35,7 +36,7 @@ logger = logging.getLogger(__name__)
 @dataclass(frozen=True)
 class ServeSettings:
     """The server's limits; `nmt serve --help` lists them as flags."""
-    beam: int = 1  # default beam size of a request that names none
+    beam: int | None = None  # beam size of a request that names none (None: the run's decode.beam_size)
     max_beam: int = 10  # largest beam (and n-best) a request may ask for
     max_texts: int = 64  # texts in one request
     max_chars: int = 1000  # characters in one text
@@ -148,6 +149,9 @@ class Service:
 
 
 def create_app(translator: Translator, settings: ServeSettings, info: dict[str, Any]) -> FastAPI:
+    if settings.beam is None:  # the run's own search, as translate and eval decode
+        beam = translator.cfg.beam_size
+        settings = dataclasses.replace(settings, beam=beam, max_beam=max(settings.max_beam, beam))
     service = Service(translator, settings, info)
 
     async def lifespan(app: FastAPI):

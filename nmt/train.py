@@ -35,7 +35,7 @@ from nmt.schedule import LRSchedule
 from nmt.stopping import Budget, StopSignals, TrainingInterrupted
 from nmt.training_data import TrainingData, load_data
 from nmt.translator import Translator
-from nmt.validation import validate
+from nmt.validation import search_name, validate
 from nmt.visualize import plot_curves
 
 logger = logging.getLogger(__name__)
@@ -254,14 +254,15 @@ def validate_and_save(run: Run, reason: str, epoch: int | None = None) -> None:
     result = None
     if run.world.is_main:
         with run.ema.applied(run.model) if run.ema is not None else contextlib.nullcontext():
-            result = validate(run.translator, run.data.valid, run.data.references)
+            result = validate(run.translator, run.data.valid, run.data.references, run.cfg.train.val_beam_size)
     result = distributed.from_main(result, run.world)
     record = {"step": progress.step, "epoch": progress.epoch if epoch is None else epoch,
               "train_loss": round(progress.take_train_loss(), 4), "val_loss": round(result.loss, 4),
               "val_ppl": round(math.exp(min(result.loss, 50)), 2), "val_bleu": round(result.legacy.bleu, 2),
               "val_chrf": round(result.legacy.chrf, 2), "val_sacrebleu": round(result.standard.bleu, 2),
               "elapsed_s": round(run.budget.elapsed(), 1), "lr": run.optimizer.param_groups[0]["lr"],
-              "peak_rss_mb": round(runtime.peak_rss_mb()), "at": reason}
+              "peak_rss_mb": round(runtime.peak_rss_mb()), "at": reason, "val_search": search_name(
+                  run.cfg.train.val_beam_size)}
     if run.world.is_main:
         with open(run.out_dir / "metrics.jsonl", "a", encoding="utf-8") as f:
             f.write(json.dumps(record) + "\n")
@@ -270,8 +271,9 @@ def validate_and_save(run: Run, reason: str, epoch: int | None = None) -> None:
     path = save(run)
     if improved and path is not None:
         publish(path, run.out_dir / BEST)
-    logger.info("validation at step %d (epoch %d): loss %.3f | ppl %.1f | BLEU %.2f | chrF %.2f (lowercased, "
-                "tokenized) | sacreBLEU %.2f%s", record["step"], record["epoch"], result.loss, record["val_ppl"],
+    logger.info("validation at step %d (epoch %d, %s): loss %.3f | ppl %.1f | BLEU %.2f | chrF %.2f (lowercased, "
+                "tokenized) | sacreBLEU %.2f%s", record["step"], record["epoch"], record["val_search"], result.loss,
+                record["val_ppl"],
                 result.legacy.bleu, result.legacy.chrf, result.standard.bleu, " | new best" if improved else "")
 
 

@@ -4,9 +4,9 @@ length-sorted batches, and gives back text in the input's order.
 
     import nmt
     model = nmt.load("runs/my-run")                  # a run directory or a checkpoint file
-    model.translate("Go.")                           # 'Va !'
-    model.translate(["Go.", "I am cold."], beam=5)   # ['Va !', "J'ai froid."]
-    model.nbest("Go.", n=3, beam=5)[0][0].score      # n-best lists of Translation, best first
+    model.translate("Go.")                           # 'Va !' (the run's decode.beam_size: 5 by default)
+    model.translate(["Go.", "I am cold."], beam=1)   # greedy search: ['Va !', "J'ai froid."]
+    model.nbest("Go.", n=3)[0][0].score              # n-best lists of Translation, best first
     model.attention("I am cold.").weights            # (output pieces, source pieces)
 """
 
@@ -109,9 +109,11 @@ class Translator:
         if chunk:
             yield from self.translate(chunk, beam, tokenized, first_line)
 
-    def attention(self, text: str, output: Sequence[str] | None = None) -> Attention:
-        """The attention weights behind the greedy translation of `text`, or behind a given
-        `output` (the tokens of any Translation of it, say the best of a beam)."""
+    def attention(self, text: str, output: Sequence[str] | None = None, beam: int | None = None) -> Attention:
+        """The attention weights behind the translation of `text` (its search: `beam`, default
+        decode.beam_size), or behind a given `output` (the tokens of any Translation of it)."""
+        if output is None and (beam or self.cfg.beam_size) > 1:
+            output = self.translations([text], beam)[0].tokens
         ids = self._source_ids(self.tokenizer.source_tokens([text])[0])
         src = torch.tensor([ids], device=self.device)
         src_tokens = [self.src_vocab.itos[i] for i in ids]

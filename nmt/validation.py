@@ -26,6 +26,11 @@ class Validation:
     decode_seconds: float  # the time the translations took
 
 
+def search_name(beam: int) -> str:
+    """How results name their search: greedy, or beam N."""
+    return "greedy" if beam == 1 else f"beam {beam}"
+
+
 def validate(translator: Translator, examples: Sequence[Example], references: References,
              beam: int | None = None) -> Validation:
     """The loss over `examples`, then `references`' sources translated (with `beam`, default the

@@ -61,8 +61,10 @@ def test_nbest_scores_attention_device_and_batch_size(run, tmp_path, monkeypatch
     assert [x[0].text if x else "" for x in lists] == model.translate(SENTENCES, beam=4)
     nbest_lines = cli_translate("-c", run, "--beam", "4", "--nbest", "3", SENTENCES[0])
     assert nbest_lines == [f"0\t{t.score:.4f}\t{t.text}" for t in lists[0]]
-    greedy = model.nbest(SENTENCES[0])[0][0]  # greedy results carry their score too
-    assert greedy.text == model.translate(SENTENCES[0]) and greedy.score < 0
+    best = model.nbest(SENTENCES[0])[0][0]  # the run's search (beam 5)
+    assert best.text == model.translate(SENTENCES[0]) and best.score < 0
+    greedy = model.nbest(SENTENCES[0], beam=1)[0][0]  # greedy results carry their score too
+    assert greedy.text == model.translate(SENTENCES[0], beam=1) and greedy.score < 0
     attention = model.attention(SENTENCES[0])
     assert attention.src_tokens[-1] == attention.tgt_tokens[-1] == "<eos>"
     assert attention.weights.shape == (len(attention.tgt_tokens), len(attention.src_tokens))

@@ -76,10 +76,10 @@ def test_tiny_model_learned_the_toy_language(trained):
 def test_eval_bleu_prints_scores_and_writes_hypotheses(trained):
     result = invoke("eval", "--bleu", "-c", trained["run"], "--data", trained["corpus"])
     assert result.exit_code == 0, result.output
-    bleu_line = next(line for line in result.stdout.splitlines() if line.startswith("greedy: BLEU"))
+    bleu_line = next(line for line in result.stdout.splitlines() if line.startswith("beam 5: BLEU"))
     assert "chrF" in bleu_line and "nrefs:" in bleu_line and "tok:13a" in bleu_line
-    assert float(bleu_line.split()[2]) > 50  # the toy language is easy to learn exactly
-    hyps = (trained["run"] / "hyps.test.greedy.txt").read_text().splitlines()
+    assert float(bleu_line.split()[3]) > 50  # the toy language is easy to learn exactly
+    hyps = (trained["run"] / "hyps.test.beam5.txt").read_text().splitlines()
     assert hyps and all(hyps)
     plain = invoke("eval", "-c", trained["run"], "--data", trained["corpus"])
     assert "ppl" in plain.stdout and "BLEU" not in plain.stdout
@@ -179,11 +179,31 @@ def test_quiet_training_prints_no_progress(tmp_path, toy_zip, tiny_config):
     assert "validation at step" in (tmp_path / "q" / "train.log").read_text()
 
 
+def test_beam_search_is_the_default_and_beam_1_is_exactly_greedy(trained):
+    from nmt.search import greedy
+    from nmt.translator import Translator, output_caps
+
+    sentences = ["I see a cat.", "He has the car.", "You like the small bird again."]
+    translator = Translator.load(str(trained["run"]), "cpu")
+    assert translator.cfg.beam_size == 5  # the run's config sets no decode.beam_size
+    default = invoke("translate", *sentences, "-c", trained["run"])
+    assert default.stdout == invoke("translate", *sentences, "-c", trained["run"], "--beam", "5").stdout
+    # --beam 1 is the greedy search itself, sentence by sentence.
+    expected = []
+    for sentence in sentences:
+        ids = translator._source_ids(translator.tokenizer.source_tokens([sentence])[0])
+        src, src_lens = torch.tensor([ids]), torch.tensor([len(ids)])
+        out, _ = greedy(translator.model, src, src_lens, translator.tgt_vocab.bos_id, translator.tgt_vocab.eos_id,
+                        output_caps(src_lens, translator.cfg), banned_id=translator.banned_id)
+        expected.append(translator.tokenizer.target_text(translator.tgt_vocab.decode(out[0])))
+    assert invoke("translate", *sentences, "-c", trained["run"], "--beam", "1").stdout.splitlines() == expected
+    # Validation during training kept its own, fast search and said so.
+    assert "(epoch 1, greedy)" in (trained["run"] / "train.log").read_text()
+    records = [json.loads(x) for x in (trained["run"] / "metrics.jsonl").read_text().splitlines()]
+    assert {r["val_search"] for r in records} == {"greedy"}
+
+
 def test_beam_and_nbest(trained, tmp_path):
-    greedy = invoke("translate", "I see a cat.", "He has the car.", "-c", trained["run"])
-    beam1 = invoke("translate", "I see a cat.", "He has the car.", "-c", trained["run"], "--beam", "1")
-    beam5 = invoke("translate", "I see a cat.", "He has the car.", "-c", trained["run"], "--beam", "5")
-    assert greedy.stdout == beam1.stdout and len(beam5.stdout.splitlines()) == 2
     nbest = invoke("translate", "-i", "-", "-c", trained["run"], "--beam", "4", "--nbest", "3",
                    input="I see a cat.\n\nHe has the car.\n")
     assert nbest.exit_code == 0, nbest.output

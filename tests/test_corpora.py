@@ -97,9 +97,9 @@ def test_another_language_pair_trains_translates_and_evaluates(german, tmp_path,
     ev = invoke("eval", "--bleu", "-c", run, "--data", german / form)
     assert ev.exit_code == 0, ev.output
     lines = ev.stdout.splitlines()
-    assert "(word tokenizer, en -> de)" in lines[0] and "tok:13a" in next(x for x in lines if x.startswith("greedy: BLEU"))
-    legacy = next(x for x in lines if x.startswith("greedy, lowercased and tokenized (legacy): BLEU"))
-    assert float(legacy.split()[6]) > 50  # lowercased, as the word model writes
+    assert "(word tokenizer, en -> de)" in lines[0] and "tok:13a" in next(x for x in lines if x.startswith("beam 5: BLEU"))
+    legacy = next(x for x in lines if x.startswith("beam 5, lowercased and tokenized (legacy): BLEU"))
+    assert float(legacy.split()[7]) > 50  # lowercased, as the word model writes
 
 
 def test_french_to_english_from_the_same_file(toy_zip, tmp_path):

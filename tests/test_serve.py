@@ -78,11 +78,13 @@ def test_nbest_and_attention(client, translator):
     assert att["src_tokens"][-1] == "<eos>" and att["tgt_tokens"][-1] == "<eos>"
     assert len(att["weights"]) == len(att["tgt_tokens"])
     assert all(len(row) == len(att["src_tokens"]) and abs(sum(row) - 1) < 0.01 for row in att["weights"])
-    # greedy: the same weights as `nmt translate --show-attention`
-    greedy = client.post("/translate", json={"text": "I see a cat.", "attention": True}).json()["translations"][0]
+    # the run's search (beam 5): the same weights as `nmt translate --show-attention`
+    default = client.post("/translate", json={"text": "I see a cat.", "attention": True}).json()
+    assert default["beam"] == 5
+    best = default["translations"][0]
     src_tokens, out_tokens, weights = translator.attention("I see a cat.")
-    assert greedy["attention"]["tgt_tokens"] == out_tokens
-    assert torch.allclose(torch.tensor(greedy["attention"]["weights"]), weights, atol=1e-3)
+    assert best["attention"]["tgt_tokens"] == out_tokens
+    assert torch.allclose(torch.tensor(best["attention"]["weights"]), weights, atol=1e-3)
 
 
 def test_opennmt_py_clients_work_unchanged(client, translator):
@@ -159,7 +161,7 @@ def test_queue_batches_concurrent_jobs_and_each_gets_its_own(translator):
     finally:
         queue.close()
     assert queue.batches == 1  # all seven jobs arrived within the wait: one decoder call
-    expected = translator.translate(SENTENCES)
+    expected = translator.translate(SENTENCES, beam=1)  # the jobs asked for greedy search
     assert [r[0].translations[0].text for r in results[:-1]] == expected
     assert [r.translations[0].text for r in results[-1]] == expected[:2]
 

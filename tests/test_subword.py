@@ -108,13 +108,13 @@ def test_eval_reports_standard_legacy_and_rare_word_figures(subword_run):
     result = invoke("eval", "--bleu", "-c", subword_run["run"], "--data", subword_run["corpus"])
     assert result.exit_code == 0, result.output
     lines = result.stdout.splitlines()
-    standard = next(x for x in lines if x.startswith("greedy: BLEU"))
+    standard = next(x for x in lines if x.startswith("beam 5: BLEU"))
     assert "case:mixed" in standard and "tok:13a" in standard
-    legacy = next(x for x in lines if x.startswith("greedy, lowercased and tokenized (legacy): BLEU"))
+    legacy = next(x for x in lines if x.startswith("beam 5, lowercased and tokenized (legacy): BLEU"))
     assert "tok:13a" in legacy
     assert any(x.startswith("outputs with <unk>: 0 of") for x in lines), lines
     assert "subword tokenizer" in lines[0]
-    hyps = (subword_run["run"] / "hyps.test.greedy.txt").read_text(encoding="utf-8").splitlines()
+    hyps = (subword_run["run"] / "hyps.test.beam5.txt").read_text(encoding="utf-8").splitlines()
     assert hyps and any(h[:1].isupper() for h in hyps)  # cased output
 
 

@@ -25,10 +25,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO
 
-from tqdm import tqdm
-
 from nmt.config import DataConfig
 from nmt.errors import DataError
+from nmt.meter import Meter
 from nmt.tokenizer import TOKENIZER
 
 logger = logging.getLogger(__name__)
@@ -83,7 +82,7 @@ def download(url: str, dest: Path, sha1: str | None) -> None:
     try:
         with urllib.request.urlopen(url, timeout=30) as response, open(partial, "wb") as out:
             total = int(response.headers.get("Content-Length") or 0) or None
-            with tqdm(total=total, unit="B", unit_scale=True, desc=f"download {dest.name}") as bar:
+            with Meter(total, f"download {dest.name}", "B", unit_scale=True) as bar:
                 while chunk := response.read(1 << 16):
                     out.write(chunk)
                     digest.update(chunk)

@@ -78,6 +78,13 @@ class Progress:
         self.train_loss_sum, self.train_tokens = state["train_loss"]
 
 
+def clock(seconds: float) -> str:
+    """1:02:03, or 2:03 under an hour."""
+    minutes, secs = divmod(int(seconds), 60)
+    hours, minutes = divmod(minutes, 60)
+    return f"{hours}:{minutes:02d}:{secs:02d}" if hours else f"{minutes}:{secs:02d}"
+
+
 class LossWindow:
     """Mean loss and target tokens/s since the last log line. Losses are summed on the device
     and read only when the log asks, so no step waits for the GPU."""
@@ -90,11 +97,13 @@ class LossWindow:
         self.loss_sum = self.loss_sum + loss * tokens
         self.tokens += tokens
 
-    def log(self, bar: tqdm, step: int, lr: float) -> LossWindow:
-        """Write the log line; returns the next window."""
+    def log(self, bar: tqdm, step: int, epoch: int, lr: float, elapsed: float, used: float) -> LossWindow:
+        """Write the log line (`elapsed` seconds of the run, `used` share of its budget); returns
+        the next window."""
         mean = float(self.loss_sum) / max(self.tokens, 1)
         tok_s = self.tokens / max(time.monotonic() - self.start, 1e-9)
         bar.set_postfix(loss=f"{mean:.3f}", tok_s=f"{tok_s:,.0f}", refresh=False)
-        logger.info("step %d | loss %.3f | ppl %.1f | lr %.1e | %s tok/s", step, mean, math.exp(min(mean, 50)), lr,
-                    f"{tok_s:,.0f}")
+        eta = clock(elapsed * (1 - used) / used) if used > 0 else "?"
+        logger.info("step %d | epoch %d | loss %.3f | ppl %.1f | lr %.1e | %s tok/s | %s elapsed, ETA %s", step, epoch,
+                    mean, math.exp(min(mean, 50)), lr, f"{tok_s:,.0f}", clock(elapsed), eta)
         return LossWindow()

@@ -29,6 +29,7 @@ from nmt.config import Config
 from nmt.data import Batch
 from nmt.errors import NmtError
 from nmt.loss import batch_loss
+from nmt.meter import on_terminal
 from nmt.model import Seq2Seq, build_model
 from nmt.progress import LossWindow, Progress
 from nmt.schedule import LRSchedule
@@ -160,20 +161,23 @@ def train(cfg: Config, out_dir: Path, data_path: str | None = None, quiet: bool 
     total_steps = train_cfg.epochs * len(epoch_batches(run.data, cfg, 1, world))
     window = LossWindow()  # spans epochs: only log lines reset it
     quiet = quiet or not world.is_main  # one progress bar, from rank 0
+    plain = not on_terminal()  # a log file gets the step lines alone, no carriage-return redraws
     run.model.train()
     with StopSignals() as signals:
         while progress.epoch <= train_cfg.epochs:
             batches = epoch_batches(run.data, cfg, progress.epoch, world)  # a resumed run skips ahead in it
             epoch_start, first_step = time.monotonic(), progress.step
             with tqdm(total=len(batches), initial=progress.batch_in_epoch, desc=f"epoch {progress.epoch}/"
-                      f"{train_cfg.epochs}", disable=quiet, unit="batch", dynamic_ncols=True, leave=False) as bar:
+                      f"{train_cfg.epochs}", disable=quiet or plain, unit="batch", dynamic_ncols=True,
+                      leave=False) as bar:
                 for indices in batches[progress.batch_in_epoch:]:
                     loss, tokens = train_batch(run, indices, total_steps)
                     window.add(loss, tokens)  # all ranks' tokens: the log shows the job's throughput
                     bar.update()
                     if progress.step % train_cfg.log_every == 0:
                         run.progress.check_losses(run.device, run.out_dir)
-                        window = window.log(bar, progress.step, run.optimizer.param_groups[0]["lr"])
+                        window = window.log(bar, progress.step, progress.epoch, run.optimizer.param_groups[0]["lr"],
+                                            run.budget.elapsed(), run.budget.progress(progress.step, total_steps))
                     stop_reason = agree_to_stop(run, signals)  # every rank stops at the same step
                     if signals.received is not None:
                         where = save(run) or f"in {run.out_dir}"

@@ -2,6 +2,9 @@
 
 import json
 import os
+import re
+import subprocess
+import sys
 
 import pytest
 import torch
@@ -179,6 +182,20 @@ def test_quiet_training_prints_no_progress(tmp_path, toy_zip, tiny_config):
     assert "validation at step" in (tmp_path / "q" / "train.log").read_text()
 
 
+def test_training_into_a_file_writes_plain_lines_one_per_log_every(tmp_path, toy_zip, tiny_config):
+    log = tmp_path / "log"
+    with open(log, "w") as out:  # as `nmt train ... > log 2>&1`
+        done = _nmt_process(["train", tiny_config, "--data", toy_zip, "--out", tmp_path / "run", "--set",
+                             "train.epochs=1"], stdout=out, stderr=subprocess.STDOUT).wait(timeout=300)
+    text = log.read_text()
+    assert done == 0, text
+    assert "\r" not in text  # no progress-bar redraws
+    steps = json.loads((tmp_path / "run" / "metrics.jsonl").read_text().splitlines()[-1])["step"]
+    step_line = re.compile(r"step \d+ \| epoch 1 \| loss [\d.]+ .* tok/s \| [\d:]+ elapsed, ETA [\d:]+$")
+    lines = [x for x in text.splitlines() if step_line.search(x)]
+    assert len(lines) == steps // TINY["train"]["log_every"] > 1, text
+
+
 def test_beam_search_is_the_default_and_beam_1_is_exactly_greedy(trained):
     from nmt.search import greedy
     from nmt.translator import Translator, output_caps
@@ -245,8 +262,6 @@ def test_training_draws_its_curves_and_plot_redraws_them(trained, tmp_path):
 
 
 def _nmt_process(args, **kwargs):
-    import subprocess
-    import sys
     return subprocess.Popen([sys.executable, "-m", "nmt", *map(str, args)], **kwargs)
 
 

@@ -6,6 +6,7 @@ A checkpoint is a plain dict of tensors, numbers, strings and lists, so it loads
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import pickle
@@ -223,3 +224,12 @@ def resume_target(run: Path | None, overrides: list[str]) -> tuple[Config, Path,
     except ConfigError as e:
         raise ConfigError(f"{path}: {e}") from None
     return cfg, run_dir, state
+
+
+def truncate_metrics(path: Path, step: int) -> None:
+    """On resume, forget validation records written after the checkpoint we resume from."""
+    if path.is_file():
+        lines = [x for x in path.read_text(encoding="utf-8").splitlines() if x.strip()]
+        kept = [x for x in lines if json.loads(x)["step"] <= step]
+        if len(kept) != len(lines):
+            path.write_text("".join(x + "\n" for x in kept), encoding="utf-8")

@@ -167,6 +167,7 @@ class TrainConfig:
     val_beam_size: int = 1  # the search of validation during training: greedy keeps it fast (decode.beam_size
     # is what translate, eval and serve use)
     patience: int = 0  # stop after this many validations without a better BLEU; 0: no early stopping
+    tensorboard: bool = False  # TensorBoard curves in RUN/tensorboard/ (pip install -e ".[tensorboard]")
 
     def __post_init__(self) -> None:
         _positive("train", batch_size=self.batch_size, lr=self.lr, epochs=self.epochs, log_every=self.log_every,

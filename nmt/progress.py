@@ -97,13 +97,14 @@ class LossWindow:
         self.loss_sum = self.loss_sum + loss * tokens
         self.tokens += tokens
 
-    def log(self, bar: tqdm, step: int, epoch: int, lr: float, elapsed: float, used: float) -> LossWindow:
+    def log(self, bar: tqdm, step: int, epoch: int, lr: float, elapsed: float, used: float
+            ) -> tuple[LossWindow, dict[str, float]]:
         """Write the log line (`elapsed` seconds of the run, `used` share of its budget); returns
-        the next window."""
+        the next window and the line's figures."""
         mean = float(self.loss_sum) / max(self.tokens, 1)
         tok_s = self.tokens / max(time.monotonic() - self.start, 1e-9)
         bar.set_postfix(loss=f"{mean:.3f}", tok_s=f"{tok_s:,.0f}", refresh=False)
         eta = clock(elapsed * (1 - used) / used) if used > 0 else "?"
         logger.info("step %d | epoch %d | loss %.3f | ppl %.1f | lr %.1e | %s tok/s | %s elapsed, ETA %s", step, epoch,
                     mean, math.exp(min(mean, 50)), lr, f"{tok_s:,.0f}", clock(elapsed), eta)
-        return LossWindow()
+        return LossWindow(), {"train/loss": mean, "train/lr": lr, "train/tok_s": tok_s}

@@ -24,7 +24,8 @@ from tqdm import tqdm
 
 from nmt import distributed, runtime
 from nmt.averaging import ExponentialAverage
-from nmt.checkpoint import BEST, checkpoint_state, publish, save_rotating
+from nmt.board import Board
+from nmt.checkpoint import BEST, checkpoint_state, publish, save_rotating, truncate_metrics
 from nmt.config import Config
 from nmt.data import Batch
 from nmt.errors import NmtError
@@ -110,6 +111,7 @@ class Run:
     translator: Translator  # decodes with the model being trained, for validation
     progress: Progress
     budget: Budget
+    board: Board  # TensorBoard's curves (train.tensorboard), or a no-op
     ema: ExponentialAverage | None = None  # with train.ema_decay: the weights validation and best.pt use
     clock: float = 0.0  # seconds trained; under DDP the ranks' mean, so their learning rates agree
 
@@ -119,6 +121,8 @@ def setup(cfg: Config, out_dir: Path, data_path: str | None = None, resume: dict
     """Everything the loop needs, in order: seeds, runtime, data, model and optimizer, and with
     `resume` the checkpoint's weights, optimizer, position and RNG states."""
     seed_everything(cfg.train.seed)
+    board = Board(out_dir if cfg.train.tensorboard and world.is_main else None,
+                  resume["progress"]["step"] if resume else 0)  # before the data: a missing package fails at once
     runtime.configure(cfg.train.threads)
     requested = cfg.train.precision
     device, cfg = resolve_runtime(cfg, world)
@@ -142,7 +146,7 @@ def setup(cfg: Config, out_dir: Path, data_path: str | None = None, resume: dict
         ema.load_state_dict(model, resume["ema"])
     translator = Translator(model, data.src_vocab, data.tgt_vocab, cfg.decode, device, data.tokenizer)
     return Run(cfg, out_dir, world, device, data, model, trained, optimizer, schedule, translator, progress,
-               Budget(cfg.train.max_steps, cfg.train.max_minutes, elapsed), ema, clock=elapsed)
+               Budget(cfg.train.max_steps, cfg.train.max_minutes, elapsed), board, ema, clock=elapsed)
 
 
 # The loop ------------------------------------------------------------------------------------
@@ -176,8 +180,9 @@ def train(cfg: Config, out_dir: Path, data_path: str | None = None, quiet: bool 
                     bar.update()
                     if progress.step % train_cfg.log_every == 0:
                         run.progress.check_losses(run.device, run.out_dir)
-                        window = window.log(bar, progress.step, progress.epoch, run.optimizer.param_groups[0]["lr"],
-                                            run.budget.elapsed(), run.budget.progress(progress.step, total_steps))
+                        lr, used = run.optimizer.param_groups[0]["lr"], run.budget.progress(progress.step, total_steps)
+                        window, figures = window.log(bar, progress.step, progress.epoch, lr, run.budget.elapsed(), used)
+                        run.board.scalars(progress.step, figures)
                     stop_reason = agree_to_stop(run, signals)  # every rank stops at the same step
                     if signals.received is not None:
                         where = save(run) or f"in {run.out_dir}"
@@ -270,6 +275,8 @@ def validate_and_save(run: Run, reason: str, epoch: int | None = None) -> None:
     if run.world.is_main:
         with open(run.out_dir / "metrics.jsonl", "a", encoding="utf-8") as f:
             f.write(json.dumps(record) + "\n")
+    run.board.scalars(record["step"], {"valid/loss": result.loss, "valid/bleu": result.legacy.bleu,
+                                       "valid/chrf": result.legacy.chrf, "valid/sacrebleu": result.standard.bleu})
     improved = progress.record(record)
     run.schedule.on_validation(improved)
     path = save(run)
@@ -277,8 +284,8 @@ def validate_and_save(run: Run, reason: str, epoch: int | None = None) -> None:
         publish(path, run.out_dir / BEST)
     logger.info("validation at step %d (epoch %d, %s): loss %.3f | ppl %.1f | BLEU %.2f | chrF %.2f (lowercased, "
                 "tokenized) | sacreBLEU %.2f%s", record["step"], record["epoch"], record["val_search"], result.loss,
-                record["val_ppl"],
-                result.legacy.bleu, result.legacy.chrf, result.standard.bleu, " | new best" if improved else "")
+                record["val_ppl"], result.legacy.bleu, result.legacy.chrf, result.standard.bleu,
+                " | new best" if improved else "")
 
 
 def patience_exhausted(run: Run) -> bool:
@@ -321,22 +328,14 @@ def restore(state: dict, model: Seq2Seq, optimizer: torch.optim.Optimizer, sched
             logger.warning("resuming %d-process training with %d processes: the batch order and dropout draws "
                            "differ from an uninterrupted run", len(rank_states), world.size)
     if world.is_main:
-        _truncate_metrics(out_dir / "metrics.jsonl", progress.step)
+        truncate_metrics(out_dir / "metrics.jsonl", progress.step)
     logger.info("resuming at step %d (epoch %d, batch %d)", progress.step, progress.epoch, progress.batch_in_epoch)
     return saved["elapsed_s"]
 
 
-def _truncate_metrics(path: Path, step: int) -> None:
-    """On resume, forget validation records written after the checkpoint we resume from."""
-    if path.is_file():
-        lines = [x for x in path.read_text(encoding="utf-8").splitlines() if x.strip()]
-        kept = [x for x in lines if json.loads(x)["step"] <= step]
-        if len(kept) != len(lines):
-            path.write_text("".join(x + "\n" for x in kept), encoding="utf-8")
-
-
 def finish(run: Run) -> dict:
     best = run.progress.best
+    run.board.close()
     if not run.world.is_main:
         return best
     try:

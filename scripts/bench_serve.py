@@ -136,12 +136,14 @@ def main() -> None:
     parser.add_argument("--data", default=None)
     parser.add_argument("--clients", type=int, nargs="+", default=[1, 8, 32, 128])
     parser.add_argument("--seconds", type=float, default=15.0, help="time per level")
-    parser.add_argument("--beam", type=int, default=1)
+    parser.add_argument("--beam", type=int, default=None, help="beam of every request (default: the run's "
+                        "decode.beam_size, what nmt serve answers with when a request names none)")
     parser.add_argument("--max-batch", type=int, default=128, help="nmt serve's --max-batch (its default)")
     parser.add_argument("--serve-args", default="", help="extra flags for nmt serve, e.g. '--max-wait-ms 2'")
     args = parser.parse_args()
 
     loaded = load_model(args.checkpoint)
+    args.beam = args.beam or loaded.cfg.decode.beam_size
     _, splits = load_corpus(args.data, loaded.cfg.data)
     sentences = group_references(splits.test).sources
     # Offline decoding is timed before and after the load levels and the mean is the reference:

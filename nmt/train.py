@@ -27,13 +27,13 @@ from nmt.averaging import ExponentialAverage
 from nmt.board import Board
 from nmt.checkpoint import BEST, checkpoint_state, publish, save_rotating, truncate_metrics
 from nmt.config import Config
-from nmt.data import Batch
 from nmt.errors import NmtError
-from nmt.loss import batch_loss
+from nmt.measured_precision import settle_precision
 from nmt.meter import on_terminal
 from nmt.model import Seq2Seq, build_model
 from nmt.progress import LossWindow, Progress
 from nmt.schedule import LRSchedule
+from nmt.step import train_step
 from nmt.stopping import Budget, StopSignals, TrainingInterrupted
 from nmt.training_data import TrainingData, load_data
 from nmt.translator import Translator
@@ -72,30 +72,6 @@ def seed_everything(seed: int) -> None:
     torch.manual_seed(seed)
 
 
-def train_step(model: torch.nn.Module, batch: Batch, optimizer: torch.optim.Optimizer, cfg: Config,
-               pad_id: int, world: distributed.World = distributed.SINGLE) -> tuple[torch.Tensor | float, int]:
-    """One update; returns the mean loss per target token and the target tokens, over all ranks.
-
-    The loss stays a tensor on the device (float64, as exact as Python's floats): reading it
-    here would make the host wait for the GPU every step. The loss is normalised by the global
-    token count, so N processes compute the gradient a single process would over the union of
-    their batches (DDP averages, hence the x world).
-    """
-    loss_sum = batch_loss(model, batch, pad_id, cfg.train.precision, cfg.train.label_smoothing)
-    if world.distributed:
-        total_loss, total_tokens = distributed.all_sum([loss_sum.item(), batch.num_tokens], world, batch.src.device)
-        loss: torch.Tensor | float = total_loss / total_tokens
-    else:
-        total_tokens = batch.num_tokens
-        loss = loss_sum.detach().double() / total_tokens
-    optimizer.zero_grad(set_to_none=True)
-    (loss_sum * (world.size / total_tokens)).backward()
-    if cfg.train.clip_grad > 0:
-        torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.train.clip_grad)
-    optimizer.step()
-    return loss, int(total_tokens)
-
-
 @dataclass
 class Run:
     """What the loop and its helpers share."""
@@ -126,9 +102,9 @@ def setup(cfg: Config, out_dir: Path, data_path: str | None = None, resume: dict
     runtime.configure(cfg.train.threads)
     requested = cfg.train.precision
     device, cfg = resolve_runtime(cfg, world)
-    logger.info("device %s, %s, %d threads", device, runtime.describe_precision(requested, device),
-                torch.get_num_threads())
     data = load_data(cfg, data_path, out_dir, resume, world, quiet)
+    cfg, precision = settle_precision(cfg, requested, device, data, epoch_batches(data, cfg, 1, world), world)
+    logger.info("device %s, %s, %d threads", device, precision, torch.get_num_threads())
     model, trained, optimizer = build_training_model(cfg, data, device, world)
     size, unit = ((cfg.train.batch_tokens, "padded target tokens") if cfg.train.batch_tokens
                   else (cfg.train.batch_size, "sentences"))

@@ -47,6 +47,7 @@ def _isolated(monkeypatch, tmp_path):
     """Fixed seeds, CPU, and no corpus path leaking in from the environment unless a test sets it."""
     torch.manual_seed(0)
     monkeypatch.delenv("NMT_CORPUS", raising=False)
+    monkeypatch.setenv("NMT_CACHE_DIR", str(tmp_path / ".nmt-cache"))  # precision measurements stay here
     monkeypatch.chdir(tmp_path)
 
 

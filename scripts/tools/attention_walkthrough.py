@@ -1,7 +1,7 @@
 """Seed 001's attention walkthrough, recomputed with nmt's attention rules (nmt/attention_rules.py).
 
-    python scripts/attention_walkthrough.py                 # prints every step
-    python scripts/attention_walkthrough.py --out runs/walkthrough   # and draws the heatmaps
+    python scripts/tools/attention_walkthrough.py                 # prints every step
+    python scripts/tools/attention_walkthrough.py --out runs/walkthrough   # and draws the heatmaps
 
 Decoder hidden state [5, 1, 20]; four encoder hidden states ("annotations"); dot scores,
 softmax, the weighted annotations and their sum, the context vector. Then the other scoring
@@ -16,7 +16,7 @@ from pathlib import Path
 
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from nmt import attention_rules as rules  # noqa: E402
 

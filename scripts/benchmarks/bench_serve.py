@@ -3,7 +3,7 @@ clients for a bounded time each, one test-split English source per request; and 
 throughput of `nmt translate --input` (the same translate_stream) on the same sentences, timed
 before and after the load levels.
 
-    python scripts/bench_serve.py [--checkpoint RUN] [--clients 1 8 32 128] [--seconds 15]
+    python scripts/benchmarks/bench_serve.py [--checkpoint RUN] [--clients 1 8 32 128] [--seconds 15]
 
 Prints sentences/s, p50 and p99 latency, errors and 503s per level, the server's peak RSS, and
 the CPU the figures came from. The clients (aiohttp: httpx's own overhead halved the figures at
@@ -40,7 +40,7 @@ from nmt.metrics import group_references
 from nmt.runtime import cpu_name
 from nmt.translator import Translator
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 
 
 def free_port() -> int:

@@ -6,10 +6,10 @@
 # 2-core machine), then `nmt eval --bleu` greedy and with beam 5 on the test split: standard
 # BLEU, the rare-word subset, numbers copied.
 # Finished runs are kept and skipped; the table is printed last.
-#   bash scripts/ablate_generalization.sh                        # 30 minutes a run
-#   MINUTES=10 RUNS="baseline ema" bash scripts/ablate_generalization.sh
+#   bash scripts/experiments/ablate_generalization.sh                        # 30 minutes a run
+#   MINUTES=10 RUNS="baseline ema" bash scripts/experiments/ablate_generalization.sh
 set -euo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 MINUTES=${MINUTES:-30}
 OUT=${OUT:-runs/generalization}
 RUNS=${RUNS:-"baseline label_smoothing subword_sampling ema split_digits copy all"}

@@ -1,11 +1,11 @@
 """Speed benchmark: nmt against a faithful re-implementation of the seed 002 design, in one run.
 
-    python scripts/bench.py                      # default config, 2 threads, about 5 minutes
-    python scripts/bench.py --json bench.json    # also write the figures as JSON
-    python scripts/bench.py --model config       # the default config's own model: subwords, its options on
-    python scripts/bench.py --model onmt         # OpenNMT-py's RNN architecture, like for like
-    python scripts/bench.py --device cuda --config configs/gpu.yaml --model config   # the GPU section
-    python scripts/bench.py --set train.batch_tokens=4000     # any config value, as nmt train --set
+    python scripts/benchmarks/bench.py                      # default config, 2 threads, about 5 minutes
+    python scripts/benchmarks/bench.py --json bench.json    # also write the figures as JSON
+    python scripts/benchmarks/bench.py --model config       # the default config's own model: subwords, its options on
+    python scripts/benchmarks/bench.py --model onmt         # OpenNMT-py's RNN architecture, like for like
+    python scripts/benchmarks/bench.py --device cuda --config configs/gpu.yaml --model config   # the GPU section
+    python scripts/benchmarks/bench.py --set train.batch_tokens=4000     # any config value, as nmt train --set
 
 The figures name the machine they came from: the CPU model and the ISA flags that decide the
 precision (avx2, avx512f, avx512_bf16, amx), whether bf16 is native there (probed, not read from
@@ -59,9 +59,9 @@ from pathlib import Path
 import numpy as np
 import torch
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
-sys.path.insert(0, str(REPO / "scripts"))
+sys.path.insert(0, str(REPO / "scripts" / "benchmarks"))
 
 
 SEED_DESIGN_OFF = ("bidirectional", "bridge", "input_feeding", "tie_embeddings", "copy_attention")

@@ -5,7 +5,7 @@ calls rare): whether it holds a digit, whether the French side of the training s
 it, and whether one of the source's own references writes it unchanged. Only the last kind can
 be got right by copying it over; the others take knowing the French word.
 
-    python scripts/rare_words.py [--data PATH] [--config configs/default.yaml]
+    python scripts/tools/rare_words.py [--data PATH] [--config configs/default.yaml]
 """
 
 from __future__ import annotations

@@ -3,7 +3,7 @@ takes to learn each, how long the sequences get (the decoder's steps, so the tra
 many training pairs a length limit drops, and whether the test split round-trips and stays free
 of <unk>. The word vocabulary is the reference row.
 
-    python scripts/compare_tokenizers.py [--data PATH] [--sizes 4000 8000 16000] [--types unigram bpe] [--joint]
+    python scripts/experiments/compare_tokenizers.py [--data PATH] [--sizes 4000 8000 16000] [--types unigram bpe] [--joint]
 """
 
 from __future__ import annotations

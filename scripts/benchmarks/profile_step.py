@@ -1,8 +1,8 @@
 """Where a training step's time goes: torch.profiler over a few steps, the top operators by host
 time and by device time, and the step's wall time.
 
-    python scripts/profile_step.py --device cuda --config configs/gpu.yaml
-    python scripts/profile_step.py --set train.batch_tokens=0   # 64-sentence batches
+    python scripts/benchmarks/profile_step.py --device cuda --config configs/gpu.yaml
+    python scripts/benchmarks/profile_step.py --set train.batch_tokens=0   # 64-sentence batches
 """
 
 from __future__ import annotations
@@ -15,9 +15,9 @@ from pathlib import Path
 import torch
 from torch.profiler import ProfilerActivity, profile
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
-sys.path.insert(0, str(REPO / "scripts"))
+sys.path.insert(0, str(REPO / "scripts" / "benchmarks"))
 
 from bench import _prepare, _training_batches  # noqa: E402  (the benchmark's data and batches)
 

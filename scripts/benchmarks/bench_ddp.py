@@ -1,7 +1,7 @@
 """Data-parallel scaling on this machine: `nmt train` with 1 and 2 processes (one thread each).
 
-    python scripts/bench_ddp.py                 # default config, 300 steps per run, ~4 min
-    python scripts/bench_ddp.py --json ddp.json
+    python scripts/benchmarks/bench_ddp.py                 # default config, 300 steps per run, ~4 min
+    python scripts/benchmarks/bench_ddp.py --json ddp.json
 
 Each run is a real `nmt train` (torchrun for 2 processes); throughput is the median of its
 logged windows after the first (target tokens/s summed over all processes). Efficiency is
@@ -20,7 +20,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 
 
 def measure(config: str, steps: int, processes: int, threads: int, out: Path) -> dict:

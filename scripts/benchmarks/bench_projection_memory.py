@@ -1,7 +1,7 @@
 """Why the output projection's rows are padded: memory of a bf16 projection fed changing shapes.
 
-    python scripts/bench_projection_memory.py            # row counts as they come
-    python scripts/bench_projection_memory.py --pad 64   # padded to a multiple of 64, as nmt does
+    python scripts/benchmarks/bench_projection_memory.py            # row counts as they come
+    python scripts/benchmarks/bench_projection_memory.py --pad 64   # padded to a multiple of 64, as nmt does
 
 A linear layer of the default model's projection size (256 -> 17,582) trains 400 steps under bf16
 autocast with Adam, each step on a random number of rows (200-1,300, like a batch's target

@@ -2,10 +2,10 @@
 # The GPU figures in one command, on a machine with CUDA and nmt's dependencies (pytest-xdist too):
 # the test suite, one epoch of configs/default.yaml's model per batch setting (time and BLEU),
 # the benchmark's GPU section, and a one-process NCCL run under torchrun.
-#   bash scripts/gpu_check.sh                   # writes runs/gpu-check/*
-#   RUNS="4000:0.005 0:0.002" bash scripts/gpu_check.sh   # batch_tokens:lr pairs (0 = 64 sentences)
+#   bash scripts/benchmarks/gpu_check.sh                   # writes runs/gpu-check/*
+#   RUNS="4000:0.005 0:0.002" bash scripts/benchmarks/gpu_check.sh   # batch_tokens:lr pairs (0 = 64 sentences)
 set -uo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1
 PY=${PYTHON:-python3}
 OUT_DIR=${OUT_DIR:-runs/gpu-check}
@@ -30,7 +30,7 @@ for run in $RUNS; do
 done
 
 echo "== benchmark, GPU section"
-timeout ${BENCH_TIMEOUT:-150} $PY scripts/bench.py --device cuda --config configs/gpu.yaml --model config --decode-sentences 300 \
+timeout ${BENCH_TIMEOUT:-150} $PY scripts/benchmarks/bench.py --device cuda --config configs/gpu.yaml --model config --decode-sentences 300 \
     --warmup 20 --windows 3 --window-steps 30 --json "$OUT_DIR/bench_cuda.json" 2>&1 | grep -v "^\["
 
 echo "== torchrun, one process, NCCL"

@@ -2,9 +2,9 @@
 # Model and training options, each measured against seed 002's design at equal steps: the
 # default config with SEED's overrides (its model options and lr decay off), each run turning
 # one back on. Two runs at a time, one thread each (a 2-core machine); every run validates once.
-#   STEPS=1000 bash scripts/ablate.sh      # prints a table; finished runs are kept and skipped
+#   STEPS=1000 bash scripts/experiments/ablate.sh      # prints a table; finished runs are kept and skipped
 set -euo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 STEPS=${STEPS:-1000}
 OUT=${OUT:-runs/ablate}
 SEED=(--set model.bidirectional=false --set model.input_feeding=false --set model.tie_embeddings=false

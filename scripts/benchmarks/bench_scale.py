@@ -1,7 +1,7 @@
 """How the data path scales: prepare time, prepared size, warm start and peak memory of training
 on synthetic corpora of 0.16M, 1M and 4M pairs made from fra-eng.
 
-    python scripts/bench_scale.py [--data data/fra-eng.zip] [--sizes 160000,1000000,4000000]
+    python scripts/benchmarks/bench_scale.py [--data data/fra-eng.zip] [--sizes 160000,1000000,4000000]
 
 Each corpus is fra-eng's pairs repeated, each copy in its own seeded order, written as a
 tab-separated file under a temporary folder that is deleted at the end (never commit one).
@@ -25,7 +25,7 @@ import tempfile
 import time
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 
 from nmt.config import DataConfig  # noqa: E402

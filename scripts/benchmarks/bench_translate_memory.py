@@ -1,7 +1,7 @@
 """Peak memory of `nmt translate --input FILE` for 10,000 and 100,000 lines: streaming in chunks
 should keep it flat as the input grows.
 
-    python scripts/bench_translate_memory.py
+    python scripts/benchmarks/bench_translate_memory.py
 
 Trains configs/tiny.yaml for a few seconds (a small real model), writes input files of English
 corpus sentences, then runs `python -m nmt translate -i FILE` in a fresh process for each size
@@ -19,7 +19,7 @@ import tempfile
 import time
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 
 

@@ -1,0 +1,58 @@
+"""The README is a landing page that stays true: short, its commands still parse, its links and
+scripts exist."""
+
+import re
+import shlex
+from pathlib import Path
+
+import click
+import pytest
+import typer
+
+from nmt.cli import app
+
+REPO = Path(__file__).resolve().parent.parent
+README = (REPO / "README.md").read_text(encoding="utf-8")
+
+
+def shown_commands(text: str) -> list[str]:
+    """The command lines of the README's indented code blocks, comments and line continuations joined."""
+    lines, pending = [], ""
+    for line in text.splitlines():
+        if not line.startswith("    "):
+            continue
+        line = pending + line.strip()
+        pending = ""
+        if line.endswith("\\"):
+            pending = line[:-1] + " "
+            continue
+        lines.append(line)
+    return [re.sub(r"\s+#.*$", "", x).strip() for x in lines]
+
+
+def test_the_readme_is_a_landing_page():
+    assert len(README.splitlines()) <= 300
+
+
+NMT_COMMANDS = [x for x in shown_commands(README) if x.startswith("nmt ")]
+
+
+def test_the_readme_shows_the_commands():
+    assert {x.split()[1] for x in NMT_COMMANDS} >= {"train", "translate", "eval", "serve", "prepare"}
+
+
+@pytest.mark.parametrize("line", NMT_COMMANDS)
+def test_each_nmt_command_the_readme_shows_parses(line):
+    group = typer.main.get_command(app)
+    args = [a for a in shlex.split(line)[1:] if not (a.startswith("[") and a.endswith("]"))]
+    context = click.Context(group, info_name="nmt")
+    name, command, rest = group.resolve_command(context, args)
+    command.make_context(name, rest, parent=context)  # parses every option and argument, or raises
+
+
+def test_scripts_and_links_it_names_exist():
+    scripts = set(re.findall(r"scripts/[\w/]+\.(?:py|sh)", README))
+    links = set(re.findall(r"\]\(([^)#:]+)(?:#[^)]*)?\)", README))
+    assert scripts and links
+    for path in scripts | links:
+        assert (REPO / path).exists(), path

@@ -103,7 +103,8 @@ def setup(cfg: Config, out_dir: Path, data_path: str | None = None, resume: dict
     requested = cfg.train.precision
     device, cfg = resolve_runtime(cfg, world)
     data = load_data(cfg, data_path, out_dir, resume, world, quiet)
-    cfg, precision = settle_precision(cfg, requested, device, data, epoch_batches(data, cfg, 1, world), world)
+    first_epoch = epoch_batches(data, cfg, 1, world)
+    cfg, precision = settle_precision(cfg, requested, device, data, first_epoch, world)
     logger.info("device %s, %s, %d threads", device, precision, torch.get_num_threads())
     model, trained, optimizer = build_training_model(cfg, data, device, world)
     size, unit = ((cfg.train.batch_tokens, "padded target tokens") if cfg.train.batch_tokens
@@ -112,7 +113,7 @@ def setup(cfg: Config, out_dir: Path, data_path: str | None = None, resume: dict
                  if world.distributed else "")
     logger.info("model: %s parameters on %s | batches of %s %s%s, %d an epoch",
                 f"{sum(p.numel() for p in model.parameters()):,}", device, f"{size:,}", unit, processes,
-                len(epoch_batches(data, cfg, 1, world)))
+                len(first_epoch))
     schedule, progress = LRSchedule(cfg.train), Progress()
     elapsed = 0.0
     if resume is not None:

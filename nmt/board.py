@@ -23,8 +23,9 @@ class Board:
             from torch.utils.tensorboard import SummaryWriter
         except ImportError:  # torch's writer needs the tensorboard package
             raise ConfigError(f"train.tensorboard=true needs the tensorboard package: {INSTALL}") from None
-        # A resumed run drops what the interrupted one wrote after its checkpoint, as metrics.jsonl does.
-        self.writer = SummaryWriter(str(out_dir / "tensorboard"), purge_step=first_step or None)
+        # A resumed run drops what the interrupted one wrote after its checkpoint, as metrics.jsonl
+        # does; a flush every 10 s keeps what an interrupted run had shown.
+        self.writer = SummaryWriter(str(out_dir / "tensorboard"), purge_step=first_step or None, flush_secs=10)
 
     def scalars(self, step: int, values: dict[str, float]) -> None:
         if self.writer is not None:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import math
 import re
 from collections import Counter
+
 from nmt.checkpoint import load_model
 from nmt.corpus import resolve_corpus
 from nmt.data import encode_pairs

@@ -87,6 +87,7 @@ class Run:
     translator: Translator  # decodes with the model being trained, for validation
     progress: Progress
     budget: Budget
+    batches_per_epoch: int  # the first epoch's, drawn once in setup: the schedule counts epochs with it
     board: Board  # TensorBoard's curves (train.tensorboard), or a no-op
     ema: ExponentialAverage | None = None  # with train.ema_decay: the weights validation and best.pt use
     clock: float = 0.0  # seconds trained; under DDP the ranks' mean, so their learning rates agree
@@ -123,7 +124,8 @@ def setup(cfg: Config, out_dir: Path, data_path: str | None = None, resume: dict
         ema.load_state_dict(model, resume["ema"])
     translator = Translator(model, data.src_vocab, data.tgt_vocab, cfg.decode, device, data.tokenizer)
     return Run(cfg, out_dir, world, device, data, model, trained, optimizer, schedule, translator, progress,
-               Budget(cfg.train.max_steps, cfg.train.max_minutes, elapsed), board, ema, clock=elapsed)
+               Budget(cfg.train.max_steps, cfg.train.max_minutes, elapsed), len(first_epoch), board, ema,
+               clock=elapsed)
 
 
 # The loop ------------------------------------------------------------------------------------
@@ -139,7 +141,7 @@ def train(cfg: Config, out_dir: Path, data_path: str | None = None, quiet: bool 
         logger.warning("nothing to train: %s; raise it (--set train.max_steps=N or --max-minutes M) "
                        "to continue", spent)
         return finish(run)
-    total_steps = train_cfg.epochs * len(epoch_batches(run.data, cfg, 1, world))
+    total_steps = train_cfg.epochs * run.batches_per_epoch
     window = LossWindow()  # spans epochs: only log lines reset it
     quiet = quiet or not world.is_main  # one progress bar, from rank 0
     plain = not on_terminal()  # a log file gets the step lines alone, no carriage-return redraws

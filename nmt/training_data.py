@@ -47,8 +47,7 @@ class TrainingData:
         resumed run and every process of a torchrun job see the same. A pair that grows past
         data.max_len keeps its best segmentation."""
         examples = self.train.examples(rows)
-        alpha, share = self.cfg.subword_sampling, self.cfg.copy_augment
-        if (alpha or share) and isinstance(self.tokenizer, SubwordTokenizer) and self.texts is not None:
+        if self.texts is not None:  # kept only where a subword model re-segments (see load_data)
             examples = self._resegmented(examples, self.train.kept[rows].tolist(), draw)
         return collate(examples, self.tgt_vocab.pad_id, self.tgt_vocab.bos_id)
 

@@ -1,4 +1,4 @@
-"""The `nmt` command line: prepare, train, translate, eval, plot, serve. Each command parses its arguments
+"""The `nmt` command line: prepare, train, translate, eval, plot, serve, export. Each command parses its arguments
 and calls the library; `NmtError` becomes one `error:` line and exit code 1."""
 
 from __future__ import annotations
@@ -46,6 +46,9 @@ ResumeOpt = Annotated[bool, typer.Option(
     "--resume", help="Continue a run exactly where its newest good checkpoint left it.")]
 SetOpt = Annotated[Optional[list[str]], typer.Option(
     "--set", help="Override a config value: --set train.lr=0.0005 (repeatable).")]
+EngineOpt = Annotated[str, typer.Option(
+    help="torch (PyTorch, fp32), onnx (ONNX Runtime, int8) or onnx-fp32; the onnx ones need "
+         "`nmt export` first and run on the CPU.")]
 NprocOpt = Annotated[int, typer.Option(
     min=1, help="Data-parallel processes on this machine (runs torchrun --standalone; "
                 "global batch = N x train.batch_size).")]
@@ -164,7 +167,8 @@ def prepare(
 @user_errors
 def translate(text: TextArg = None, input_: InputOpt = None, checkpoint: CheckpointOpt = None,
               device: DeviceOpt = "auto", beam: BeamOpt = None, nbest: NbestOpt = 1, plot: PlotOpt = None,
-              show_attention: ShowAttentionOpt = False, tokenized: TokenizedOpt = False) -> None:
+              show_attention: ShowAttentionOpt = False, tokenized: TokenizedOpt = False,
+              engine: EngineOpt = "torch") -> None:
     """Translate: sentences given here, a file, piped stdin, or an interactive prompt."""
     from nmt.corpus import iter_text_lines
     from nmt.translator import Translator
@@ -177,7 +181,7 @@ def translate(text: TextArg = None, input_: InputOpt = None, checkpoint: Checkpo
     if (plot or show_attention) and not (text and (len(text) == 1 or not plot)):
         raise NmtError("--plot takes exactly one sentence and --show-attention sentences given as arguments, "
                        'e.g. nmt translate "I am cold." --plot attention.png')
-    translator = Translator.load(checkpoint, device)
+    translator = Translator.load(checkpoint, device, engine=engine)
     if plot or show_attention:
         _translate_with_attention(translator, text, plot, show_attention, beam)
     elif nbest > 1:
@@ -271,6 +275,7 @@ def eval_cmd(
     device: DeviceOpt = "auto",
     data: DataOpt = None,
     beam: BeamOpt = None,
+    engine: EngineOpt = "torch",
 ) -> None:
     """Evaluate on a held-out split: loss and perplexity; with --bleu, BLEU, chrF and the signature."""
     from nmt.evaluate import evaluate_checkpoint
@@ -278,7 +283,7 @@ def eval_cmd(
     _setup_logging()
     if split not in ("test", "valid"):
         raise NmtError(f"--split must be test or valid (got {split!r})")
-    for line in evaluate_checkpoint(checkpoint, split, bleu, device, data, beam):
+    for line in evaluate_checkpoint(checkpoint, split, bleu, device, data, beam, engine):
         typer.echo(line)
 
 
@@ -298,6 +303,7 @@ def serve(
     max_batch: Annotated[int, typer.Option(min=1, help="Sentences decoded together.")] = 128,
     max_wait_ms: Annotated[float, typer.Option(min=0, help="How long a request waits for others to batch with.")] = 5.0,
     queue_size: Annotated[int, typer.Option(min=1, help="Texts waiting at most; beyond, 503 + Retry-After.")] = 1024,
+    engine: EngineOpt = "torch",
 ) -> None:
     """Serve a model: JSON API (/translate, OpenNMT-py's /translator/translate, /health, /docs) and a page at /."""
     try:
@@ -312,7 +318,21 @@ def serve(
     settings = ServeSettings(beam=beam, max_beam=max(max_beam, beam or 1), max_texts=max_texts, max_chars=max_chars,
                              max_body_bytes=max_body_kb * 1024, max_batch=max_batch, max_wait_ms=max_wait_ms,
                              queue_size=queue_size)
-    run_server(checkpoint, device, host, port, settings)
+    run_server(checkpoint, device, host, port, settings, engine)
+
+
+@app.command("export")
+@user_errors
+def export_cmd(run: Annotated[Optional[str], typer.Argument(
+        help="A run directory (its best.pt) or a checkpoint file (default: the newest run's best.pt).",
+        show_default=False)] = None) -> None:
+    """Export a checkpoint for ONNX Runtime (--engine onnx / onnx-fp32): encoder and one-step decoder graphs, fp32 and int8."""
+    from nmt.export import export_run
+
+    _setup_logging()
+    directory, manifest = export_run(run)
+    for name, size in manifest.sizes.items():
+        typer.echo(f"{directory / name}  {size / 1e6:.1f} MB")
 
 
 def main() -> None:

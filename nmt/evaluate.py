@@ -16,11 +16,11 @@ from nmt.checkpoint import load_model
 from nmt.corpus import resolve_corpus
 from nmt.data import encode_pairs
 from nmt.errors import DataError
+from nmt.export import engine_device
 from nmt.loss import validation_loss
 from nmt.metrics import References, group_references, score
 from nmt.prepare import ensure_prepared
 from nmt.prepared import PreparedCorpus
-from nmt.runtime import resolve_device
 from nmt.translator import Translator
 from nmt.validation import search_name, validate
 from nmt.vocab import UNK, Vocab
@@ -40,12 +40,12 @@ def numbers_copied(source: str, output: str) -> bool:
 
 
 def evaluate_checkpoint(checkpoint: str | None, split: str, bleu: bool, device_name: str,
-                        data_path: str | None, beam_size: int | None = None) -> list[str]:
+                        data_path: str | None, beam_size: int | None = None, engine: str = "torch") -> list[str]:
     """Score a checkpoint on a split; returns the result lines and writes the hypotheses
     beside the checkpoint (`hyps.<split>.<search>.txt`, one per unique source sentence)."""
-    device = resolve_device(device_name)
+    device = engine_device(engine, device_name)
     loaded = load_model(checkpoint, device)
-    translator, tokenizer = Translator.from_loaded(loaded, device), loaded.tokenizer
+    translator, tokenizer = Translator.from_loaded(loaded, device, engine=engine), loaded.tokenizer
     data = loaded.cfg.data
     prepared = PreparedCorpus(ensure_prepared(resolve_corpus(data_path, data), data), data)
     pairs = prepared.pairs(split)
@@ -54,13 +54,14 @@ def evaluate_checkpoint(checkpoint: str | None, split: str, bleu: bool, device_n
     examples = encode_pairs(pairs, loaded.src_vocab, loaded.tgt_vocab, tokenizer=tokenizer)
     refs = group_references(pairs)
     head = (f"checkpoint {loaded.path} ({tokenizer.kind} tokenizer, {tokenizer.source_lang} -> "
-            f"{tokenizer.target_lang}) | {split}: {len(refs.sources):,} sources, {len(pairs):,} pairs")
+            f"{tokenizer.target_lang}) | {split}: {len(refs.sources):,} sources, {len(pairs):,} pairs"
+            + ("" if engine == "torch" else f" | decoded with --engine {engine}"))
     if not bleu:
         vocab = loaded.tgt_vocab
         loss = validation_loss(loaded.model, examples, loaded.cfg.decode.batch_size, vocab.pad_id, vocab.bos_id, device)
         return [head, f"loss {loss:.3f} | ppl {math.exp(min(loss, 50)):.2f} (per {tokenizer.kind} token)"]
     beam_size = beam_size or loaded.cfg.decode.beam_size
-    result = validate(translator, examples, refs, beam_size)
+    result = validate(translator, examples, refs, beam_size, loss_model=loaded.model)
     hyps = [t.text for t in result.translations]
     search = search_name(beam_size)
     hyp_path = loaded.path.parent / f"hyps.{split}.{search.replace(' ', '')}.txt"

@@ -27,7 +27,7 @@ from starlette.exceptions import HTTPException
 from nmt.batching import BatchingQueue, Options, QueueFull, Result
 from nmt.checkpoint import LoadedModel, load_model
 from nmt.errors import NmtError
-from nmt.runtime import resolve_device
+from nmt.export import engine_device
 from nmt.translator import Translator
 
 logger = logging.getLogger(__name__)
@@ -234,11 +234,12 @@ def create_app(translator: Translator, settings: ServeSettings, info: dict[str, 
     return app
 
 
-def server_info(loaded: LoadedModel, device_name: str) -> dict[str, Any]:
+def server_info(loaded: LoadedModel, device_name: str, engine: str = "torch") -> dict[str, Any]:
     progress = loaded.state.get("progress") or {}
     best = progress.get("best") or {}
     return {"run": str(loaded.path.parent), "checkpoint": str(loaded.path), "step": progress.get("step"),
-            "val_bleu": best.get("val_bleu"), "device": device_name, "precision": "fp32",
+            "val_bleu": best.get("val_bleu"), "device": device_name, "engine": engine,
+            "precision": "int8" if engine == "onnx" else "fp32",
             "trained_in": loaded.cfg.train.precision, "tokenizer": loaded.tokenizer.kind,
             "source_lang": loaded.tokenizer.source_lang, "target_lang": loaded.tokenizer.target_lang}
 
@@ -261,15 +262,16 @@ def bind(host: str, port: int) -> socket.socket:
     return sock
 
 
-def run_server(checkpoint: str | None, device_name: str, host: str, port: int, settings: ServeSettings) -> None:
+def run_server(checkpoint: str | None, device_name: str, host: str, port: int, settings: ServeSettings,
+               engine: str = "torch") -> None:
     """Load the model once and serve until SIGINT or SIGTERM; uvicorn then stops taking
     connections, answers the requests in flight, and returns."""
     import uvicorn
 
-    device = resolve_device(device_name)
+    device = engine_device(engine, device_name)
     loaded = load_model(checkpoint, device)
-    translator = Translator.from_loaded(loaded, device)
-    app = create_app(translator, settings, server_info(loaded, str(device)))
+    translator = Translator.from_loaded(loaded, device, engine=engine)
+    app = create_app(translator, settings, server_info(loaded, str(device), engine))
     sock = bind(host, port)
     bound = sock.getsockname()[1]
     logger.info("serving %s on http://%s:%d/ (API docs at /docs); Ctrl-C stops", loaded.path, host, bound)

@@ -23,8 +23,9 @@ import torch
 from nmt.checkpoint import LoadedModel, load_model
 from nmt.config import DecodeConfig
 from nmt.data import pad
+from nmt.export import engine_device
 from nmt.model import Seq2Seq
-from nmt.runtime import resolve_device
+from nmt.onnx_engine import OnnxSeq2Seq, load_engine
 from nmt.search import Hypothesis, beam_search, forced_attention, greedy, hypothesis
 from nmt.tokenizer import Tokenizer, WordTokenizer
 from nmt.vocab import EOS, Vocab
@@ -52,25 +53,29 @@ def output_caps(src_lens: torch.Tensor, cfg: DecodeConfig) -> torch.Tensor:
 
 
 class Translator:
-    def __init__(self, model: Seq2Seq, src_vocab: Vocab, tgt_vocab: Vocab, cfg: DecodeConfig,
-                 device: torch.device, tokenizer: Tokenizer | None = None):
+    def __init__(self, model: Seq2Seq | OnnxSeq2Seq, src_vocab: Vocab, tgt_vocab: Vocab, cfg: DecodeConfig,
+                 device: torch.device, tokenizer: Tokenizer | None = None, engine: str = "torch"):
         self.model, self.src_vocab, self.tgt_vocab = model, src_vocab, tgt_vocab
         self.cfg, self.device = cfg, device
         self.tokenizer = tokenizer or WordTokenizer()
         self.banned_id = tgt_vocab.unk_id if self.tokenizer.ban_unk else None
+        self.engine = engine  # what `model` is: the PyTorch model, or ONNX Runtime's (see `load`)
 
     @classmethod
     def load(cls, checkpoint: str | None = None, device: str | torch.device = "auto",
-             batch_size: int | None = None) -> Translator:
+             batch_size: int | None = None, engine: str = "torch") -> Translator:
         """A checkpoint file or a run directory (its best.pt; by default the newest run's), on
-        `device` ('auto', 'cpu', 'cuda'), decoding `batch_size` sentences at a time."""
-        device = device if isinstance(device, torch.device) else resolve_device(device)
-        return cls.from_loaded(load_model(checkpoint, device), device, batch_size)
+        `device` ('auto', 'cpu', 'cuda'), decoding `batch_size` sentences at a time with `engine`
+        ('torch'; 'onnx' or 'onnx-fp32': ONNX Runtime on the CPU, from `nmt export`'s graphs)."""
+        device = engine_device(engine, device)
+        return cls.from_loaded(load_model(checkpoint, device), device, batch_size, engine)
 
     @classmethod
-    def from_loaded(cls, loaded: LoadedModel, device: torch.device, batch_size: int | None = None) -> Translator:
+    def from_loaded(cls, loaded: LoadedModel, device: torch.device, batch_size: int | None = None,
+                    engine: str = "torch") -> Translator:
         cfg = loaded.cfg.decode if batch_size is None else dataclasses.replace(loaded.cfg.decode, batch_size=batch_size)
-        return cls(loaded.model.to(device).eval(), loaded.src_vocab, loaded.tgt_vocab, cfg, device, loaded.tokenizer)
+        model = loaded.model.to(device).eval() if engine == "torch" else load_engine(loaded.path, engine)
+        return cls(model, loaded.src_vocab, loaded.tgt_vocab, cfg, device, loaded.tokenizer, engine)
 
     def translate(self, texts: str | Sequence[str], beam: int | None = None, tokenized: bool = False,
                   first_line: int = 1) -> str | list[str]:

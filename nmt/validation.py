@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from nmt.data import Example
 from nmt.loss import validation_loss
 from nmt.metrics import References, Scores, score
+from nmt.model import Seq2Seq
 from nmt.translator import Translation, Translator
 
 
@@ -32,10 +33,11 @@ def search_name(beam: int) -> str:
 
 
 def validate(translator: Translator, examples: Sequence[Example], references: References,
-             beam: int | None = None) -> Validation:
+             beam: int | None = None, loss_model: Seq2Seq | None = None) -> Validation:
     """The loss over `examples`, then `references`' sources translated (with `beam`, default the
-    translator's decode.beam_size) and scored against all of their references."""
-    model, vocab = translator.model, translator.tgt_vocab
+    translator's decode.beam_size) and scored against all of their references. The loss is the
+    PyTorch model's: the translator's, or `loss_model` when the translator runs another engine."""
+    model, vocab = loss_model or translator.model, translator.tgt_vocab
     was_training = model.training
     model.eval()
     try:

@@ -19,8 +19,7 @@ def pack_by_length(emb: torch.Tensor, lengths: torch.Tensor) -> tuple[PackedSequ
     `lengths` (batch,) must be on the host. Returns the packed batch and the order that restores
     the input's (apply it with `unpack`)."""
     lengths, sorted_indices = torch.sort(lengths, descending=True)
-    unsorted_indices = torch.empty_like(sorted_indices)
-    unsorted_indices[sorted_indices] = torch.arange(len(sorted_indices))
+    unsorted_indices = torch.argsort(sorted_indices)  # the inverse permutation (traceable for ONNX export)
     sorted_indices, unsorted_indices = (to_device(i, emb.device) for i in (sorted_indices, unsorted_indices))
     packed = pack_padded_sequence(emb.index_select(0, sorted_indices), lengths, batch_first=True)
     return PackedSequence(packed.data, packed.batch_sizes, sorted_indices, unsorted_indices), unsorted_indices

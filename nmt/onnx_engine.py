@@ -1,0 +1,75 @@
+"""The ONNX Runtime engine: a checkpoint's exported graphs (`nmt export`) behind the same
+`encode` / `decode_step` pair as the PyTorch model, so `nmt.search`'s greedy and beam search,
+n-best lists and attention run unchanged on either.
+
+Tensors cross between torch and ONNX Runtime as numpy views of the same memory (no copies).
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import replace
+from pathlib import Path
+
+import torch
+
+from nmt.errors import CheckpointError
+from nmt.export import MANIFEST, Manifest, changed_names, export_dir, flat_state, require_onnx, sha256, unflat_state
+from nmt.model.decoder import DecoderState
+
+logger = logging.getLogger(__name__)
+
+VARIANTS = {"onnx": "int8", "onnx-fp32": "fp32"}  # --engine -> the graphs it runs
+
+
+def read_manifest(checkpoint: Path) -> tuple[Path, Manifest]:
+    """The export of `checkpoint`, checked to be there and made from this very checkpoint."""
+    directory = export_dir(checkpoint)
+    if not (directory / MANIFEST).is_file():
+        raise CheckpointError(f"{checkpoint} has no ONNX export: make one with `nmt export {checkpoint.parent}`")
+    manifest = Manifest.read(directory / MANIFEST)
+    if manifest.checkpoint_sha256 != sha256(checkpoint):
+        raise CheckpointError(f"the ONNX export in {directory} is older than {checkpoint} (the checkpoint changed "
+                              f"since): export it again with `nmt export {checkpoint.parent}`")
+    return directory, manifest
+
+
+class OnnxSeq2Seq:
+    """What `nmt.search` needs of a model, run by ONNX Runtime on the CPU with `threads` threads."""
+
+    def __init__(self, directory: Path, manifest: Manifest, variant: str, threads: int):
+        import onnxruntime as ort
+
+        options = ort.SessionOptions()
+        options.intra_op_num_threads = threads
+        options.inter_op_num_threads = 1
+        options.log_severity_level = 3  # warnings about unused initializers and the like: not the user's
+        self.encoder, self.decoder = (
+            ort.InferenceSession(str(directory / manifest.graphs[f"{variant}/{part}"]), options,
+                                 providers=["CPUExecutionProvider"]) for part in ("encoder", "decoder"))
+        self.names = [output.name for output in self.encoder.get_outputs()]
+        self.changed = changed_names(self.names)
+        # What the step reads of the state (dot attention, say, never reads the prepared keys).
+        self.step_inputs = [name for name in self.names if name in {i.name for i in self.decoder.get_inputs()}]
+        self.variant, self.threads = variant, threads
+
+    def encode(self, src: torch.Tensor, src_lens: torch.Tensor) -> DecoderState:
+        outputs = self.encoder.run(None, {"src": src.cpu().numpy(), "src_lens": src_lens.cpu().numpy()})
+        return unflat_state({name: torch.from_numpy(x) for name, x in zip(self.names, outputs)})
+
+    def decode_step(self, prev_ids: torch.Tensor, state: DecoderState
+                    ) -> tuple[torch.Tensor, DecoderState, torch.Tensor]:
+        feeds = {"prev_ids": prev_ids.numpy()}
+        feeds.update((name, x.contiguous().numpy()) for name, x in zip(self.step_inputs,
+                                                                        flat_state(state, self.step_inputs)))
+        logits, weights, *changed = self.decoder.run(None, feeds)
+        new = dict(zip(self.changed, (torch.from_numpy(x) for x in changed)))
+        state = replace(state, hidden=(new["h"], new["c"]), feed=new.get("feed"))
+        return torch.from_numpy(logits), state, torch.from_numpy(weights)
+
+
+def load_engine(checkpoint: Path, engine: str, threads: int | None = None) -> OnnxSeq2Seq:
+    """The ONNX engine (`onnx`: int8, `onnx-fp32`) for the export of `checkpoint`."""
+    require_onnx()
+    directory, manifest = read_manifest(checkpoint)
+    return OnnxSeq2Seq(directory, manifest, VARIANTS[engine], threads or torch.get_num_threads())

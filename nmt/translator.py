@@ -12,6 +12,7 @@ length-sorted batches, and gives back text in the input's order.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import logging
 from collections.abc import Iterable, Iterator, Sequence
@@ -124,15 +125,33 @@ class Translator:
         src_tokens = [self.src_vocab.itos[i] for i in ids]
         if output is not None:
             out = self.tgt_vocab.encode(list(output))
-            weights = forced_attention(self.model, src, len(ids), self.tgt_vocab.bos_id, self.tgt_vocab.eos_id, out)
+            with self.engine_threads():
+                weights = forced_attention(self.model, src, len(ids), self.tgt_vocab.bos_id, self.tgt_vocab.eos_id,
+                                           out)
             return Attention(src_tokens, [self.tgt_vocab.itos[i] for i in out] + [EOS], weights)
         src_lens = torch.tensor([len(ids)], device=self.device)
-        outputs, rows = greedy(self.model, src, src_lens, self.tgt_vocab.bos_id, self.tgt_vocab.eos_id,
-                               output_caps(src_lens, self.cfg), return_attention=True, banned_id=self.banned_id)
+        with self.engine_threads():
+            outputs, rows = greedy(self.model, src, src_lens, self.tgt_vocab.bos_id, self.tgt_vocab.eos_id,
+                                   output_caps(src_lens, self.cfg), return_attention=True, banned_id=self.banned_id)
         out_tokens = [self.tgt_vocab.itos[i] for i in outputs[0]]
         if rows[0].shape[0] > len(out_tokens):  # the <eos> step was attended too
             out_tokens.append(EOS)
         return Attention(src_tokens, out_tokens, rows[0])
+
+    @contextlib.contextmanager
+    def engine_threads(self) -> Iterator[None]:
+        """While ONNX Runtime decodes, torch (left with the search's bookkeeping) runs on one
+        thread: its OpenMP workers otherwise spin on after each call, on the cores ONNX Runtime
+        needs (on 2 cores, ONNX Runtime fp32 measured 0.45x torch until torch ran with one)."""
+        if self.engine == "torch":
+            yield
+            return
+        threads = torch.get_num_threads()
+        torch.set_num_threads(1)
+        try:
+            yield
+        finally:
+            torch.set_num_threads(threads)
 
     def _translation(self, hyp: Hypothesis) -> Translation:
         tokens = self.tgt_vocab.decode(hyp.tokens)
@@ -154,20 +173,25 @@ class Translator:
         results: list[list[Hypothesis]] = [[] for _ in sources]
         # Sorting by length keeps padding low; results go back to input order.
         order = sorted((i for i, s in enumerate(sources) if s), key=lambda i: len(sources[i]))
-        bos, eos = self.tgt_vocab.bos_id, self.tgt_vocab.eos_id
         for start in range(0, len(order), self.cfg.batch_size):
             indices = order[start: start + self.cfg.batch_size]
             ids = [self._source_ids(sources[i], first_line + i) for i in indices]
             src = pad(ids, self.src_vocab.pad_id).to(self.device)
             src_lens = torch.tensor([len(x) for x in ids], device=self.device)
             caps = output_caps(src_lens, self.cfg)
-            if beam == 1:
-                scores: list[float] = []
-                outputs, _ = greedy(self.model, src, src_lens, bos, eos, caps, banned_id=self.banned_id, scores=scores)
-                hyps = [[hypothesis(o, s, self.cfg.length_penalty)] for o, s in zip(outputs, scores)]
-            else:
-                hyps = beam_search(self.model, src, src_lens, bos, eos, caps, beam, self.cfg.length_penalty, nbest,
-                                   self.banned_id)
+            with self.engine_threads():
+                hyps = self._decode(src, src_lens, caps, beam, nbest)
             for i, h in zip(indices, hyps):
                 results[i] = h
         return results
+
+    def _decode(self, src: torch.Tensor, src_lens: torch.Tensor, caps: torch.Tensor, beam: int, nbest: int
+                ) -> list[list[Hypothesis]]:
+        bos, eos = self.tgt_vocab.bos_id, self.tgt_vocab.eos_id
+        """One padded batch: greedy search for a beam of 1, else beam search."""
+        if beam == 1:
+            scores: list[float] = []
+            outputs, _ = greedy(self.model, src, src_lens, bos, eos, caps, banned_id=self.banned_id, scores=scores)
+            return [[hypothesis(o, s, self.cfg.length_penalty)] for o, s in zip(outputs, scores)]
+        return beam_search(self.model, src, src_lens, bos, eos, caps, beam, self.cfg.length_penalty, nbest,
+                           self.banned_id)

@@ -68,8 +68,8 @@ def test_int8_graphs_quantize_the_lstms_projections_and_embeddings_but_not_atten
         assert matrices and all(t.data_type == onnx.TensorProto.INT8 for t in matrices), \
             [(t.name, t.data_type) for t in matrices]
     decoder = op_types(directory / "decoder.int8.onnx")
-    assert decoder["MatMulInteger"] >= 2  # the query's projection and the output projection
-    assert decoder["MatMul"] == 1  # attention weights x encoder states: the states stay fp32
+    assert decoder["MatMulInteger"] == 2  # the query's projection and the output projection
+    assert decoder["MatMul"] == 2  # the score v and attention weights x encoder states stay fp32
 
 
 def test_tied_embedding_is_stored_once(tmp_path):
@@ -189,3 +189,18 @@ def test_export_failure_keeps_the_previous_export(run, monkeypatch):
     assert (directory / "manifest.json").read_text() == before
     assert not [p for p in directory.parent.iterdir() if p.name.startswith(".")]
     assert load_model(run).path == run / "best.pt"
+
+
+def test_serve_answers_through_the_onnx_engine(run, engines):
+    pytest.importorskip("fastapi")
+    pytest.importorskip("httpx")
+    from fastapi.testclient import TestClient
+
+    from nmt.serve import ServeSettings, create_app, server_info
+
+    info = server_info(load_model(run), "cpu", "onnx")
+    with TestClient(create_app(engines["onnx"], ServeSettings(), info)) as client:
+        assert client.get("/health").json()["engine"] == "onnx"
+        body = client.post("/translate", json={"texts": SOURCES[:4], "beam": 3, "nbest": 2, "attention": True}).json()
+        assert [t["tgt"] for t in body["translations"]] == engines["onnx"].translate(SOURCES[:4], beam=3)
+        assert all(len(t["nbest"]) == 2 and t["attention"] for t in body["translations"])

@@ -4,8 +4,10 @@ throughput of `nmt translate --input` (the same translate_stream) on the same se
 before and after the load levels.
 
     python scripts/benchmarks/bench_serve.py [--checkpoint RUN] [--clients 1 8 32 128] [--seconds 15]
+                                             [--engines torch onnx]
 
-Prints sentences/s, p50 and p99 latency, errors and 503s per level, the server's peak RSS, and
+Each engine (`nmt serve --engine`) in turn, torch and ONNX Runtime int8 by default (the
+checkpoint is exported first when it has no current export). Prints sentences/s, p50 and p99 latency, errors and 503s per level, the server's peak RSS, and
 the CPU the figures came from. The clients (aiohttp: httpx's own overhead halved the figures at
 32 clients) run in this process, on the same machine: on a 2-core CPU they take part of the CPU
 the server could use, as a co-located caller would.
@@ -35,6 +37,9 @@ import httpx
 import torch
 
 from nmt.checkpoint import load_model
+from nmt.errors import CheckpointError
+from nmt.export import ENGINES, export_run
+from nmt.onnx_engine import read_manifest
 from nmt.corpus import load_corpus
 from nmt.metrics import group_references
 from nmt.runtime import cpu_name
@@ -139,6 +144,8 @@ def main() -> None:
     parser.add_argument("--beam", type=int, default=None, help="beam of every request (default: the run's "
                         "decode.beam_size, what nmt serve answers with when a request names none)")
     parser.add_argument("--max-batch", type=int, default=128, help="nmt serve's --max-batch (its default)")
+    parser.add_argument("--engines", nargs="+", default=["torch", "onnx"], choices=ENGINES,
+                        help="nmt serve --engine of each run (the ONNX ones export the checkpoint if needed)")
     parser.add_argument("--serve-args", default="", help="extra flags for nmt serve, e.g. '--max-wait-ms 2'")
     args = parser.parse_args()
 
@@ -146,14 +153,40 @@ def main() -> None:
     args.beam = args.beam or loaded.cfg.decode.beam_size
     _, splits = load_corpus(args.data, loaded.cfg.data)
     sentences = group_references(splits.test).sources
+    if any(engine != "torch" for engine in args.engines):
+        try:
+            read_manifest(loaded.path)
+        except CheckpointError:
+            print(f"exporting {loaded.path} (no current export)", file=sys.stderr, flush=True)
+            export_run(loaded.path)
+    results = [measure_engine(engine, loaded, sentences, args) for engine in args.engines]
+    search = "greedy" if args.beam == 1 else f"beam {args.beam}"
+    print(f"CPU: {cpu_name()} | {torch.get_num_threads()} threads | checkpoint {loaded.path} | {search} | "
+          f"{len(sentences):,} test sources | {args.seconds:g} s a level")
+    print("| engine | clients | sentences/s | p50 ms | p99 ms | errors | 503s | vs offline | decoder alone, same batch |")
+    print("|---|---|---|---|---|---|---|---|---|")
+    for r in results:
+        for row in r["rows"]:
+            print(f"| {r['engine']} | {row['clients']} | {row['sent_s']:,.1f} | {row['p50_ms']:,.1f} | "
+                  f"{row['p99_ms']:,.1f} | {row['errors']} | {row['503']} | {row['sent_s'] / r['offline']:.2f} | "
+                  f"{row['alone']:,.1f} |")
+    for r in results:
+        print(f"{r['engine']}: offline (nmt translate --input, same sentences, {search}): {r['offline']:,.1f} "
+              f"sentences/s, the mean of {r['before']:,.1f} before and {r['after']:,.1f} after the load levels; "
+              f"server peak RSS {r['rss']:,.0f} MB; answers that differ from offline decoding: {r['differ']} of "
+              f"{r['answers']:,} distinct sentences")
+
+
+def measure_engine(engine: str, loaded, sentences: list[str], args) -> dict:
+    """The load levels against `nmt serve --engine ENGINE`, and the same engine offline."""
     # Offline decoding is timed before and after the load levels and the mean is the reference:
     # on a shared (virtual) machine the speed drifts by 10-20% over minutes.
-    translator = Translator.from_loaded(loaded, torch.device("cpu"))
+    translator = Translator.from_loaded(loaded, torch.device("cpu"), engine=engine)
     offline_before, outputs = offline(translator, sentences, args.beam)
     port = free_port()
     url = f"http://127.0.0.1:{port}"
     command = [sys.executable, "-m", "nmt", "serve", "-c", str(loaded.path), "--port", str(port), "--device", "cpu",
-               "--max-batch", str(args.max_batch), *args.serve_args.split()]
+               "--max-batch", str(args.max_batch), "--engine", engine, *args.serve_args.split()]
     server = subprocess.Popen(command, env={**os.environ, "PYTHONPATH": str(REPO)}, stderr=subprocess.DEVNULL)
     rows, answers = [], {}
     try:
@@ -161,28 +194,18 @@ def main() -> None:
         asyncio.run(load_level(url, sentences, 4, 2.0, args.beam, answers))  # warm-up
         for clients in args.clients:
             rows.append(asyncio.run(load_level(url, sentences, clients, args.seconds, args.beam, answers)))
-            print(f"  {clients} clients: {rows[-1]['sent_s']:.1f} sent/s", file=sys.stderr, flush=True)
+            print(f"  {engine}, {clients} clients: {rows[-1]['sent_s']:.1f} sent/s", file=sys.stderr, flush=True)
         rss = peak_rss_mb(server.pid)
     finally:
         server.send_signal(signal.SIGTERM)
         server.wait(timeout=60)
     offline_after, _ = offline(translator, sentences, args.beam)
-    offline_rate = (offline_before + offline_after) / 2
     for row in rows:
         row["alone"] = decoder_alone(translator, sentences, min(row["clients"], args.max_batch), args.beam)
     expected = dict(zip(sentences, outputs))
-    differ = sum(answer != expected[text] for text, answer in answers.items())
-    search = "greedy" if args.beam == 1 else f"beam {args.beam}"
-    print(f"CPU: {cpu_name()} | torch threads {torch.get_num_threads()} | checkpoint {loaded.path} | {search} | "
-          f"{len(sentences):,} test sources | {args.seconds:g} s a level | server peak RSS {rss:,.0f} MB")
-    print("| clients | sentences/s | p50 ms | p99 ms | errors | 503s | vs offline | decoder alone, same batch |")
-    print("|---|---|---|---|---|---|---|---|")
-    for r in rows:
-        print(f"| {r['clients']} | {r['sent_s']:,.1f} | {r['p50_ms']:,.1f} | {r['p99_ms']:,.1f} | {r['errors']} | "
-              f"{r['503']} | {r['sent_s'] / offline_rate:.2f} | {r['alone']:,.1f} |")
-    print(f"offline (nmt translate --input, same sentences, {search}): {offline_rate:,.1f} sentences/s, the mean "
-          f"of {offline_before:,.1f} before and {offline_after:,.1f} after the load levels")
-    print(f"server answers that differ from offline decoding: {differ} of {len(answers):,} distinct sentences")
+    return {"engine": engine, "rows": rows, "offline": (offline_before + offline_after) / 2, "before": offline_before,
+            "after": offline_after, "rss": rss, "answers": len(answers),
+            "differ": sum(answer != expected[text] for text, answer in answers.items())}
 
 
 if __name__ == "__main__":

@@ -31,10 +31,15 @@ INT8_AGREEMENT_FLOOR = 0.85
 
 
 @pytest.fixture(scope="module")
-def run(tmp_path_factory) -> Path:
-    run = train_toy_model(tmp_path_factory.mktemp("onnx"), epochs=4)["run"]
-    export_run(run)
-    return run
+def trained(tmp_path_factory) -> dict:
+    trained = train_toy_model(tmp_path_factory.mktemp("onnx"), epochs=4)
+    export_run(trained["run"])
+    return trained
+
+
+@pytest.fixture(scope="module")
+def run(trained) -> Path:
+    return trained["run"]
 
 
 @pytest.fixture(scope="module")
@@ -138,10 +143,23 @@ def test_fp32_export_of_other_model_options_decodes_as_torch(tmp_path, model):
     assert onnx_fp32.translate(sentences, beam=3) == torch_.translate(sentences, beam=3)
 
 
-def test_translate_and_eval_take_the_engine(run, engines):
-    out = CliRunner().invoke(app, ["translate", "-c", str(run), "--engine", "onnx", "--beam", "1", *SOURCES[:3]])
+def test_translate_and_eval_take_the_engine(trained, engines):
+    run = str(trained["run"])
+    out = CliRunner().invoke(app, ["translate", "-c", run, "--engine", "onnx", "--beam", "1", *SOURCES[:3]])
     assert out.exit_code == 0, out.output
     assert out.output.splitlines() == engines["onnx"].translate(SOURCES[:3], beam=1)
+    lines = {}
+    for engine in ("torch", "onnx-fp32"):
+        result = CliRunner().invoke(app, ["eval", "--bleu", "-c", run, "--data", str(trained["corpus"]),
+                                          "--engine", engine])
+        assert result.exit_code == 0, result.output
+        output = result.output.splitlines()
+        lines[engine] = [line for line in output[next(i for i, line in enumerate(output)
+                                                      if line.startswith("checkpoint ")):]
+                         if not line.startswith("decoded ")]  # its speed differs
+    assert "decoded with --engine onnx-fp32" in lines["onnx-fp32"][0]
+    assert lines["onnx-fp32"][1:] == lines["torch"][1:]  # the same loss (torch's) and the same scores
+    assert any(line.startswith("beam 5: BLEU") for line in lines["torch"]), lines["torch"]
 
 
 def test_a_run_without_an_export_says_which_command_makes_one(tmp_path):

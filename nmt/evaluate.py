@@ -16,9 +16,9 @@ from nmt.checkpoint import load_model
 from nmt.corpus import resolve_corpus
 from nmt.data import encode_pairs
 from nmt.errors import DataError
-from nmt.export import engine_device
 from nmt.loss import validation_loss
 from nmt.metrics import References, group_references, score
+from nmt.onnx_engine import engine_device
 from nmt.prepare import ensure_prepared
 from nmt.prepared import PreparedCorpus
 from nmt.translator import Translator

@@ -34,12 +34,8 @@ from torch import nn
 from nmt.checkpoint import load_model, resolve_checkpoint
 from nmt.errors import NmtError
 from nmt.model.decoder import DecoderState
-from nmt.runtime import resolve_device
-
-logger = logging.getLogger(__name__)
 
 OPSET = 17
-ENGINES = ("torch", "onnx", "onnx-fp32")  # `onnx` is the int8 export
 ONNX_INSTALL = 'pip install -e ".[onnx]"'
 MANIFEST = "manifest.json"
 # What the int8 graphs quantize: the LSTMs and the MatMuls that multiply by a weight matrix.
@@ -382,15 +378,3 @@ def _remove(directory: Path) -> None:
 
     shutil.rmtree(directory, ignore_errors=True)
 
-
-def engine_device(engine: str, device: str | torch.device) -> torch.device:
-    """The device `engine` decodes on: `device` for torch, the CPU for the ONNX engines; one
-    line for an engine that does not exist or a device it cannot run on."""
-    if engine not in ENGINES:
-        raise NmtError(f"unknown engine {engine!r}: choose one of {', '.join(ENGINES)}")
-    if engine == "torch":
-        return device if isinstance(device, torch.device) else resolve_device(device)
-    if str(device) not in ("auto", "cpu"):
-        raise NmtError(f"--engine {engine} runs on the CPU (ONNX Runtime's CPU provider): "
-                       f"drop --device {device}, or use --engine torch")
-    return torch.device("cpu")

@@ -27,7 +27,7 @@ from starlette.exceptions import HTTPException
 from nmt.batching import BatchingQueue, Options, QueueFull, Result
 from nmt.checkpoint import LoadedModel, load_model
 from nmt.errors import NmtError
-from nmt.export import engine_device
+from nmt.onnx_engine import engine_device
 from nmt.translator import Translator
 
 logger = logging.getLogger(__name__)

@@ -12,7 +12,6 @@ length-sorted batches, and gives back text in the input's order.
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import logging
 from collections.abc import Iterable, Iterator, Sequence
@@ -24,9 +23,8 @@ import torch
 from nmt.checkpoint import LoadedModel, load_model
 from nmt.config import DecodeConfig
 from nmt.data import pad
-from nmt.export import engine_device
 from nmt.model import Seq2Seq
-from nmt.onnx_engine import OnnxSeq2Seq, load_engine
+from nmt.onnx_engine import OnnxSeq2Seq, engine_device, load_engine, torch_threads
 from nmt.search import Hypothesis, beam_search, forced_attention, greedy, hypothesis
 from nmt.tokenizer import Tokenizer, WordTokenizer
 from nmt.vocab import EOS, Vocab
@@ -57,17 +55,15 @@ class Translator:
     def __init__(self, model: Seq2Seq | OnnxSeq2Seq, src_vocab: Vocab, tgt_vocab: Vocab, cfg: DecodeConfig,
                  device: torch.device, tokenizer: Tokenizer | None = None, engine: str = "torch"):
         self.model, self.src_vocab, self.tgt_vocab = model, src_vocab, tgt_vocab
-        self.cfg, self.device = cfg, device
+        self.cfg, self.device, self.engine = cfg, device, engine  # engine: what `model` is (see `load`)
         self.tokenizer = tokenizer or WordTokenizer()
         self.banned_id = tgt_vocab.unk_id if self.tokenizer.ban_unk else None
-        self.engine = engine  # what `model` is: the PyTorch model, or ONNX Runtime's (see `load`)
 
     @classmethod
     def load(cls, checkpoint: str | None = None, device: str | torch.device = "auto",
              batch_size: int | None = None, engine: str = "torch") -> Translator:
-        """A checkpoint file or a run directory (its best.pt; by default the newest run's), on
-        `device` ('auto', 'cpu', 'cuda'), decoding `batch_size` sentences at a time with `engine`
-        ('torch'; 'onnx' or 'onnx-fp32': ONNX Runtime on the CPU, from `nmt export`'s graphs)."""
+        """A checkpoint file or a run directory (its best.pt; by default the newest run's), on `device`,
+        decoding `batch_size` sentences at a time with `engine` (torch, onnx, onnx-fp32: see nmt.load)."""
         device = engine_device(engine, device)
         return cls.from_loaded(load_model(checkpoint, device), device, batch_size, engine)
 
@@ -122,36 +118,19 @@ class Translator:
             output = self.translations([text], beam)[0].tokens
         ids = self._source_ids(self.tokenizer.source_tokens([text])[0])
         src = torch.tensor([ids], device=self.device)
-        src_tokens = [self.src_vocab.itos[i] for i in ids]
-        if output is not None:
-            out = self.tgt_vocab.encode(list(output))
-            with self.engine_threads():
-                weights = forced_attention(self.model, src, len(ids), self.tgt_vocab.bos_id, self.tgt_vocab.eos_id,
-                                           out)
-            return Attention(src_tokens, [self.tgt_vocab.itos[i] for i in out] + [EOS], weights)
-        src_lens = torch.tensor([len(ids)], device=self.device)
-        with self.engine_threads():
-            outputs, rows = greedy(self.model, src, src_lens, self.tgt_vocab.bos_id, self.tgt_vocab.eos_id,
-                                   output_caps(src_lens, self.cfg), return_attention=True, banned_id=self.banned_id)
+        src_tokens, bos, eos = [self.src_vocab.itos[i] for i in ids], self.tgt_vocab.bos_id, self.tgt_vocab.eos_id
+        with torch_threads(self.engine):
+            if output is not None:
+                out = self.tgt_vocab.encode(list(output))
+                weights = forced_attention(self.model, src, len(ids), bos, eos, out)
+                return Attention(src_tokens, [self.tgt_vocab.itos[i] for i in out] + [EOS], weights)
+            src_lens = torch.tensor([len(ids)], device=self.device)
+            outputs, rows = greedy(self.model, src, src_lens, bos, eos, output_caps(src_lens, self.cfg),
+                                   return_attention=True, banned_id=self.banned_id)
         out_tokens = [self.tgt_vocab.itos[i] for i in outputs[0]]
         if rows[0].shape[0] > len(out_tokens):  # the <eos> step was attended too
             out_tokens.append(EOS)
         return Attention(src_tokens, out_tokens, rows[0])
-
-    @contextlib.contextmanager
-    def engine_threads(self) -> Iterator[None]:
-        """While ONNX Runtime decodes, torch (left with the search's bookkeeping) runs on one
-        thread: its OpenMP workers otherwise spin on after each call, on the cores ONNX Runtime
-        needs (on 2 cores, ONNX Runtime fp32 measured 0.45x torch until torch ran with one)."""
-        if self.engine == "torch":
-            yield
-            return
-        threads = torch.get_num_threads()
-        torch.set_num_threads(1)
-        try:
-            yield
-        finally:
-            torch.set_num_threads(threads)
 
     def _translation(self, hyp: Hypothesis) -> Translation:
         tokens = self.tgt_vocab.decode(hyp.tokens)
@@ -173,25 +152,22 @@ class Translator:
         results: list[list[Hypothesis]] = [[] for _ in sources]
         # Sorting by length keeps padding low; results go back to input order.
         order = sorted((i for i, s in enumerate(sources) if s), key=lambda i: len(sources[i]))
+        bos, eos = self.tgt_vocab.bos_id, self.tgt_vocab.eos_id
         for start in range(0, len(order), self.cfg.batch_size):
             indices = order[start: start + self.cfg.batch_size]
             ids = [self._source_ids(sources[i], first_line + i) for i in indices]
             src = pad(ids, self.src_vocab.pad_id).to(self.device)
             src_lens = torch.tensor([len(x) for x in ids], device=self.device)
             caps = output_caps(src_lens, self.cfg)
-            with self.engine_threads():
-                hyps = self._decode(src, src_lens, caps, beam, nbest)
+            with torch_threads(self.engine):
+                if beam == 1:
+                    scores: list[float] = []
+                    outputs, _ = greedy(self.model, src, src_lens, bos, eos, caps, banned_id=self.banned_id,
+                                        scores=scores)
+                    hyps = [[hypothesis(o, s, self.cfg.length_penalty)] for o, s in zip(outputs, scores)]
+                else:
+                    hyps = beam_search(self.model, src, src_lens, bos, eos, caps, beam, self.cfg.length_penalty,
+                                       nbest, self.banned_id)
             for i, h in zip(indices, hyps):
                 results[i] = h
         return results
-
-    def _decode(self, src: torch.Tensor, src_lens: torch.Tensor, caps: torch.Tensor, beam: int, nbest: int
-                ) -> list[list[Hypothesis]]:
-        bos, eos = self.tgt_vocab.bos_id, self.tgt_vocab.eos_id
-        """One padded batch: greedy search for a beam of 1, else beam search."""
-        if beam == 1:
-            scores: list[float] = []
-            outputs, _ = greedy(self.model, src, src_lens, bos, eos, caps, banned_id=self.banned_id, scores=scores)
-            return [[hypothesis(o, s, self.cfg.length_penalty)] for o, s in zip(outputs, scores)]
-        return beam_search(self.model, src, src_lens, bos, eos, caps, beam, self.cfg.length_penalty, nbest,
-                           self.banned_id)

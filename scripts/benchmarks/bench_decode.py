@@ -32,9 +32,9 @@ import torch
 from nmt.checkpoint import load_model
 from nmt.corpus import resolve_corpus
 from nmt.errors import CheckpointError
-from nmt.export import ENGINES, export_run
+from nmt.export import export_run
 from nmt.metrics import group_references, score
-from nmt.onnx_engine import read_manifest
+from nmt.onnx_engine import ENGINES, read_manifest
 from nmt.prepare import ensure_prepared
 from nmt.prepared import PreparedCorpus
 from nmt.runtime import cpu_flags, cpu_name

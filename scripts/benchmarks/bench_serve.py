@@ -38,8 +38,8 @@ import torch
 
 from nmt.checkpoint import load_model
 from nmt.errors import CheckpointError
-from nmt.export import ENGINES, export_run
-from nmt.onnx_engine import read_manifest
+from nmt.export import export_run
+from nmt.onnx_engine import ENGINES, read_manifest
 from nmt.corpus import load_corpus
 from nmt.metrics import group_references
 from nmt.runtime import cpu_name

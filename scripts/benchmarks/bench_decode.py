@@ -23,9 +23,13 @@ the ONNX engines needs a CPU without AVX-512.
 from __future__ import annotations
 
 import argparse
+import json
 import os
+import shutil
 import statistics
+import tempfile
 import time
+from pathlib import Path
 
 import torch
 
@@ -58,6 +62,31 @@ def latencies(translator: Translator, sources: list[str], beam: int) -> list[flo
     return times
 
 
+def profile_ops(translator: Translator, graph: Path, sources: list[str], beam: int, threads: int) -> list[str]:
+    """Where ONNX Runtime spends the decoder step's time, by operator type: the step session is
+    swapped for one with ONNX Runtime's profiler on while `sources` are decoded."""
+    import onnxruntime as ort
+
+    options = ort.SessionOptions()
+    options.intra_op_num_threads, options.inter_op_num_threads = threads, 1
+    options.enable_profiling = True
+    options.profile_file_prefix = str(Path(tempfile.mkdtemp(prefix="nmt-profile-")) / "decoder")
+    model = translator.model
+    saved, model.decoder = model.decoder, ort.InferenceSession(str(graph), options, providers=["CPUExecutionProvider"])
+    try:
+        translator.translate(sources, beam=beam)
+        trace = Path(model.decoder.end_profiling())
+    finally:
+        model.decoder = saved
+    totals: dict[str, float] = {}
+    for event in json.loads(trace.read_text()):
+        if event.get("cat") == "Node" and event["name"].endswith("_kernel_time"):
+            totals[event["args"]["op_name"]] = totals.get(event["args"]["op_name"], 0.0) + event["dur"]
+    shutil.rmtree(trace.parent, ignore_errors=True)
+    whole = sum(totals.values())
+    return [f"{op} {100 * us / whole:.1f}%" for op, us in sorted(totals.items(), key=lambda kv: -kv[1])]
+
+
 def percentile(values: list[float], q: float) -> float:
     return statistics.quantiles(values, n=100, method="inclusive")[int(q) - 1]
 
@@ -70,6 +99,8 @@ def main() -> None:
     parser.add_argument("--latency", type=int, default=200, help="sources timed one at a time")
     parser.add_argument("--rounds", type=int, default=2, help="rounds of the three engines; the best is kept")
     parser.add_argument("--beams", type=int, nargs="+", default=[1, 5])
+    parser.add_argument("--profile", action="store_true",
+                        help="also print the decoder step's time by operator type, fp32 and int8 (beam 5)")
     args = parser.parse_args()
 
     loaded = load_model(args.checkpoint)
@@ -124,6 +155,10 @@ def main() -> None:
             row += (f" {rates[engine, beam]:,.1f} | {rates[engine, beam] / rates['torch', beam]:.2f} | {bleu:.2f} | "
                     f"{same:.1%} | {percentile(ms, 50):.1f} / {percentile(ms, 90):.1f} |")
         print(row)
+    if args.profile:
+        for engine, part in (("onnx-fp32", "decoder.onnx"), ("onnx", "decoder.int8.onnx")):
+            ops = profile_ops(translators[engine], directory / part, sources[:args.latency], 5, args.threads)
+            print(f"{engine} decoder step, beam 5, time by operator: " + ", ".join(ops[:10]))
 
 
 if __name__ == "__main__":

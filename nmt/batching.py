@@ -100,8 +100,12 @@ class BatchingQueue:
                 groups.setdefault(submission.options, []).append(submission)
             for options, group in groups.items():
                 self._decode(options, group)
-            with self.lock:
-                self.pending -= sum(len(s.texts) for s in batch)
+
+    def _release(self, group: list[Submission]) -> None:
+        """Free the group's places in the queue: before its callers get their answers, so one who
+        asks again at once is never refused for texts that were already decoded."""
+        with self.lock:
+            self.pending -= sum(len(s.texts) for s in group)
 
     def _decode(self, options: Options, group: list[Submission]) -> None:
         texts = [text for submission in group for text in submission.texts]
@@ -109,9 +113,11 @@ class BatchingQueue:
             translations = self.translator.nbest(texts, options.nbest, options.beam)
             self.batches += 1
         except Exception as e:  # the callers get the error; the worker lives on
+            self._release(group)
             for submission in group:
                 submission.future.set_exception(e)
             return
+        self._release(group)
         start = 0
         for submission in group:
             mine = translations[start: start + len(submission.texts)]

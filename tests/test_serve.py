@@ -178,6 +178,18 @@ def test_a_lone_caller_does_not_wait_for_company(translator):
     assert alone < 2.0  # its last batch held one request: decoded at once, not after 3 s
 
 
+def test_a_caller_answered_may_ask_again_at_once(translator):
+    """The queue frees a batch's places before its callers hear back: one who asks again the
+    moment the answer arrives (here, in the future's callback) is not refused as busy."""
+    queue = BatchingQueue(translator, max_batch=64, max_wait_s=0.0, max_pending=2)
+    seen = []
+    future = queue.submit(SENTENCES[:2], Options(beam=1, nbest=1))
+    future.add_done_callback(lambda _: seen.append(queue.pending))
+    future.result(timeout=60)
+    queue.close()
+    assert seen == [0]
+
+
 def test_full_queue_answers_503_with_retry_after(translator, run, monkeypatch):
     gate, entered = threading.Event(), threading.Event()
     original = Translator.nbest

@@ -3,9 +3,9 @@ int8, for ONNX Runtime to decode with (`nmt.onnx_engine`).
 
     nmt export runs/my-run     # -> runs/my-run/onnx/best/{encoder,decoder}{,.int8}.onnx, manifest.json
 
-The graphs are the model's own `encode` and `decode_step`, traced by torch's TorchScript exporter
-(it gave leaner graphs than the dynamo one, whose unfolded weight initializers the quantizer then
-skips without a word). Three rewrites follow, each because ONNX Runtime's dynamic quantizer would
+The graphs are the model's own `encode` and `candidates` (a decoder step as search reads it),
+traced by torch's TorchScript exporter (it gave leaner graphs than the dynamo one, whose
+unfolded weight initializers the quantizer then skips without a word). Three rewrites follow, each because ONNX Runtime's dynamic quantizer would
 otherwise leave work in fp32:
 - a `Gemm` (what a 2-D nn.Linear becomes) is split into MatMul + Add: the quantizer only quantizes
   MatMul;
@@ -62,6 +62,8 @@ class Manifest:
     copy_attention: bool
     num_layers: int
     hidden_size: int
+    vocab_size: int  # target pieces: the most candidates a step can propose
+    banned_id: int | None  # the target id the graphs never propose (a subword model's <unk>)
     torch_version: str
     onnxruntime_version: str
     opset: int
@@ -123,17 +125,20 @@ class EncoderGraph(nn.Module):
 
 
 class DecoderGraph(nn.Module):
-    """prev_ids (batch,) and the state -> logits (batch, vocab), attention (batch, src_len), the
-    state's changing part (h, c and feed)."""
+    """One decoding step as search reads it (`Seq2Seq.candidates`): prev_ids (batch,), k (a
+    scalar) and the state -> the k best log-probs and ids (batch, k), the log-prob of <eos>
+    (batch,), the attention (batch, src_len), the state's changing part (h, c and feed). The
+    banned id is in the weights (see `export_run`)."""
 
-    def __init__(self, model: nn.Module):
+    def __init__(self, model: nn.Module, eos_id: int):
         super().__init__()
-        self.decoder, self.names = model.decoder, state_names(model.decoder)
+        self.model, self.eos_id, self.names = model, eos_id, state_names(model.decoder)
 
-    def forward(self, prev_ids: torch.Tensor, *state: torch.Tensor) -> tuple[torch.Tensor, ...]:
-        logits, new, weights = self.decoder.decode_step(prev_ids, unflat_state(dict(zip(self.names, state))))
+    def forward(self, prev_ids: torch.Tensor, k: torch.Tensor, *state: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        top, ids, eos, new, weights = self.model.candidates(prev_ids, unflat_state(dict(zip(self.names, state))),
+                                                            k, None, self.eos_id)
         changed = (new.hidden[0], new.hidden[1]) + ((new.feed,) if new.feed is not None else ())
-        return (logits, weights) + changed
+        return (top, ids, eos, weights) + changed
 
 
 def changed_names(names: list[str]) -> list[str]:
@@ -173,7 +178,7 @@ def _stderr_silenced() -> Iterator[None]:
         os.close(saved)
 
 
-def export_fp32(model: nn.Module, directory: Path) -> None:
+def export_fp32(model: nn.Module, directory: Path, eos_id: int) -> None:
     """Trace the encoder and the decoder step into directory/{encoder,decoder}.onnx."""
     torch.onnx.register_custom_op_symbolic("aten::logaddexp", _logaddexp, OPSET)
     names = state_names(model.decoder)
@@ -188,11 +193,12 @@ def export_fp32(model: nn.Module, directory: Path) -> None:
     with torch.no_grad():
         state = EncoderGraph(model)(src, src_lens)
     changed = changed_names(names)
-    outputs = ["logits", "attention"] + [f"{n}_out" for n in changed]
-    out_axes = {"logits": {0: "batch"}, "attention": {0: "batch", 1: "src_len"},
-                **{f"{n}_out": axes[n] for n in changed}}
-    _export(DecoderGraph(model), (torch.full((batch,), 2), *state), directory / "decoder.onnx",
-            ["prev_ids"] + names, outputs, {"prev_ids": {0: "batch"}, **{n: axes[n] for n in names}, **out_axes})
+    outputs = ["top", "ids", "eos", "attention"] + [f"{n}_out" for n in changed]
+    out_axes = {"top": {0: "batch", 1: "k"}, "ids": {0: "batch", 1: "k"}, "eos": {0: "batch"},
+                "attention": {0: "batch", 1: "src_len"}, **{f"{n}_out": axes[n] for n in changed}}
+    args = (torch.full((batch,), 2), torch.tensor(2), *state)
+    _export(DecoderGraph(model, eos_id), args, directory / "decoder.onnx", ["prev_ids", "k"] + names,
+            outputs, {"prev_ids": {0: "batch"}, **{n: axes[n] for n in names}, **out_axes})
 
 
 def split_gemms(graph_proto) -> None:
@@ -336,12 +342,16 @@ def export_run(checkpoint: str | Path | None) -> tuple[Path, Manifest]:
     loaded = load_model(path)
     model = loaded.model.cpu().eval()
     model.decoder.use_cells = False  # one LSTM node per layer: what DynamicQuantizeLSTM replaces
+    banned_id = loaded.tgt_vocab.unk_id if loaded.tokenizer.ban_unk else None
+    if banned_id is not None:  # what search bans, as a bias of -inf: no (rows, vocab) mask at every step
+        with torch.no_grad():
+            model.decoder.out.bias[banned_id] = float("-inf")
     target = export_dir(path)
     target.parent.mkdir(parents=True, exist_ok=True)
     work = Path(tempfile.mkdtemp(prefix=f".{target.name}-", dir=target.parent))
     work.chmod(0o755)  # mkdtemp's 0700 would keep the export from anyone else who may read the run
     try:
-        export_fp32(model, work)
+        export_fp32(model, work, loaded.tgt_vocab.eos_id)
         for part in ("encoder", "decoder"):
             proto = onnx.load(str(work / f"{part}.onnx"))
             split_gemms(proto.graph)
@@ -352,8 +362,8 @@ def export_run(checkpoint: str | Path | None) -> tuple[Path, Manifest]:
                   for part in ("encoder", "decoder")}
         cfg = loaded.cfg.model
         manifest = Manifest(path.name, sha256(path), cfg.input_feeding, cfg.copy_attention, cfg.num_layers,
-                            cfg.hidden_size, torch.__version__, onnxruntime.__version__, OPSET, graphs,
-                            {name: (work / name).stat().st_size for name in graphs.values()})
+                            cfg.hidden_size, len(loaded.tgt_vocab), banned_id, torch.__version__,
+                            onnxruntime.__version__, OPSET, graphs, {name: (work / name).stat().st_size for name in graphs.values()})
         (work / MANIFEST).write_text(json.dumps(asdict(manifest), indent=2) + "\n", encoding="utf-8")
         _replace_dir(work, target)
     finally:

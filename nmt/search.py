@@ -19,7 +19,7 @@ def greedy(model: Seq2Seq, src: torch.Tensor, src_lens: torch.Tensor, bos_id: in
     Returns the token ids of each row (no <bos>/<eos>) and, if asked, each row's attention
     weights (out_len, src_len). Finished rows leave the batch so they cost nothing.
     `banned_id` is never produced (a subword model's <unk>). A `scores` list is filled with each
-    row's summed log-probability (<eos> included), at the cost of a log-softmax a step.
+    row's summed log-probability (<eos> included).
     """
     batch = src.shape[0]
     state = model.encode(src, src_lens)
@@ -31,15 +31,12 @@ def greedy(model: Seq2Seq, src: torch.Tensor, src_lens: torch.Tensor, bos_id: in
     if scores is not None:
         scores[:] = [0.0] * batch
     for t in range(int(max_lens.max().item()) + 1):
-        logits, state, weights = model.decode_step(prev, state)
-        if banned_id is not None:
-            logits[:, banned_id] = float("-inf")
-        prev = logits.argmax(dim=-1)
+        top, ids, _, state, weights = model.candidates(prev, state, 1, banned_id, eos_id)
+        prev = ids[:, 0]
         # A row stops at <eos>, or when it has produced its cap (the cap-th step may still say <eos>).
         done = (prev == eos_id) | (max_lens[alive] <= t)
         rows, tokens, done_list = alive.tolist(), prev.tolist(), done.tolist()
-        step_scores = (logits.float().log_softmax(-1).gather(1, prev[:, None]).squeeze(1).tolist()
-                       if scores is not None else None)
+        step_scores = top[:, 0].tolist() if scores is not None else None
         for i, (row, token, finished) in enumerate(zip(rows, tokens, done_list)):
             kept = not (finished and token != eos_id)  # a token past the cap is not part of the output
             if return_attention and kept:
@@ -66,7 +63,7 @@ def forced_attention(model: Seq2Seq, src: torch.Tensor, src_len: int, bos_id: in
     state = model.encode(src, torch.tensor([src_len], device=src.device))
     rows = []
     for prev in [bos_id] + output:
-        _, state, weights = model.decode_step(torch.tensor([prev], device=src.device), state)
+        *_, state, weights = model.candidates(torch.tensor([prev], device=src.device), state, 1, None, eos_id)
         rows.append(weights[0, :src_len].float().cpu())
     return torch.stack(rows)
 
@@ -88,21 +85,26 @@ def hypothesis(tokens: list[int], score: float, length_penalty: float) -> Hypoth
     return Hypothesis(tokens, score, score / _length_penalty(len(tokens) + 1, length_penalty))
 
 
-def _expand(scores: torch.Tensor, logits: torch.Tensor, forced: torch.Tensor, eos_id: int, beam_size: int
-            ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """Score every (beam, token) continuation and keep the 2k best of each sentence.
+def _expand(scores: torch.Tensor, top: torch.Tensor, ids: torch.Tensor, eos: torch.Tensor, forced: torch.Tensor,
+            eos_id: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Score the continuations of every beam and keep the 2k best of each sentence.
 
-    scores (n, k) running log-probs; logits (n*k, vocab); forced (n,) rows at their length cap,
-    which may only end. Returns candidate scores, source beams and tokens, each (n, 2k).
+    scores (n, k) running log-probs; top and ids (n*k, c) each beam's c best next tokens (c = 2k,
+    or the vocabulary if smaller): the 2k best of a sentence are among them, since each is among
+    the 2k best of its own beam; eos (n*k,) the log-prob of <eos>; forced (n,) sentences at their
+    length cap, which may only end. Returns candidate scores, source beams and tokens, each (n, 2k).
     """
-    n, vocab = scores.shape[0], logits.shape[-1]
-    cand = scores.unsqueeze(-1) + logits.float().log_softmax(-1).view(n, beam_size, vocab)
-    if forced.any():
-        not_eos = torch.ones(vocab, dtype=torch.bool, device=cand.device)
-        not_eos[eos_id] = False
-        cand = cand.masked_fill(forced[:, None, None] & not_eos, float("-inf"))
-    top_scores, top_index = cand.view(n, -1).topk(min(2 * beam_size, beam_size * vocab), dim=-1)
-    return top_scores, top_index // vocab, top_index % vocab
+    n, k = scores.shape
+    cand = scores.unsqueeze(-1) + top.view(n, k, -1)
+    ids = ids.view(n, k, -1)
+    if forced.any():  # a forced sentence's one continuation per beam is <eos>
+        ending = (scores + eos.view(n, k)).unsqueeze(-1)
+        only_eos = torch.cat((ending, torch.full_like(cand[..., 1:], float("-inf"))), -1)
+        cand = torch.where(forced[:, None, None], only_eos, cand)
+        ids = ids.masked_fill(forced[:, None, None], eos_id)
+    width = cand.shape[-1]
+    top_scores, top_index = cand.view(n, -1).topk(min(2 * k, k * width), dim=-1)
+    return top_scores, top_index // width, ids.view(n, -1).gather(1, top_index)
 
 
 def _finalize(finished: list[Hypothesis], nbest: int) -> list[Hypothesis]:
@@ -129,11 +131,9 @@ def beam_search(model: Seq2Seq, src: torch.Tensor, src_lens: torch.Tensor, bos_i
     alive = list(range(batch))  # original sentence of each live row group
     max_lens = max_lens.to(device)
     for t in range(int(max_lens.max().item()) + 1):
-        logits, state, _ = model.decode_step(prev, state)
-        if banned_id is not None:
-            logits[:, banned_id] = float("-inf")
+        top, ids, eos, state, _ = model.candidates(prev, state, 2 * k, banned_id, eos_id)
         forced = max_lens[alive] <= t
-        top_scores, top_beams, top_tokens = _expand(scores, logits, forced, eos_id, k)
+        top_scores, top_beams, top_tokens = _expand(scores, top, ids, eos, forced, eos_id)
         next_scores, next_rows, next_tokens, keep = [], [], [], []
         for i, sent in enumerate(alive):
             new_scores, new_beams, new_tokens, new_history = [], [], [], []

@@ -5,8 +5,8 @@ int8, for ONNX Runtime to decode with (`nmt.onnx_engine`).
 
 The graphs are the model's own `encode` and `candidates` (a decoder step as search reads it),
 traced by torch's TorchScript exporter (it gave leaner graphs than the dynamo one, whose
-unfolded weight initializers the quantizer then skips without a word). Three rewrites follow, each because ONNX Runtime's dynamic quantizer would
-otherwise leave work in fp32:
+unfolded weight initializers the quantizer then skips without a word). Three rewrites follow,
+each because ONNX Runtime's dynamic quantizer would otherwise leave work in fp32:
 - a `Gemm` (what a 2-D nn.Linear becomes) is split into MatMul + Add: the quantizer only quantizes
   MatMul;
 - tied embeddings (the output projection is the target embedding) keep one matrix, stored
@@ -363,7 +363,8 @@ def export_run(checkpoint: str | Path | None) -> tuple[Path, Manifest]:
         cfg = loaded.cfg.model
         manifest = Manifest(path.name, sha256(path), cfg.input_feeding, cfg.copy_attention, cfg.num_layers,
                             cfg.hidden_size, len(loaded.tgt_vocab), banned_id, torch.__version__,
-                            onnxruntime.__version__, OPSET, graphs, {name: (work / name).stat().st_size for name in graphs.values()})
+                            onnxruntime.__version__, OPSET, graphs,
+                            {name: (work / name).stat().st_size for name in graphs.values()})
         (work / MANIFEST).write_text(json.dumps(asdict(manifest), indent=2) + "\n", encoding="utf-8")
         _replace_dir(work, target)
     finally:

@@ -12,6 +12,7 @@ from typer.testing import CliRunner
 
 pytest.importorskip("onnxruntime")
 import onnx  # noqa: E402
+from conftest import toy_lines, train_toy_model  # noqa: E402
 
 from nmt.checkpoint import load_model, read_checkpoint  # noqa: E402
 from nmt.cli import app  # noqa: E402
@@ -21,8 +22,6 @@ from nmt.export import MissingOnnx, export_dir, export_run  # noqa: E402
 from nmt.model import build_model  # noqa: E402
 from nmt.translator import Translator  # noqa: E402
 from nmt.vocab import SPECIALS, Vocab  # noqa: E402
-
-from conftest import toy_lines, train_toy_model  # noqa: E402
 
 SOURCES = [line.split("\t")[0] for line in toy_lines()[::3]]  # 200 of the toy corpus's sentences
 # int8 weights change some greedy choices; on the toy model 96% of these sentences came out the
@@ -65,7 +64,7 @@ def test_int8_graphs_quantize_the_lstms_projections_and_embeddings_but_not_atten
     directory = export_dir(run / "best.pt")
     for part in ("encoder", "decoder"):
         fp32, int8 = op_types(directory / f"{part}.onnx"), op_types(directory / f"{part}.int8.onnx")
-        assert "Gemm" not in fp32  # the quantizer would leave a Gemm in fp32
+        assert "Gemm" not in int8  # split into MatMul + Add: the quantizer leaves a Gemm in fp32
         assert int8["DynamicQuantizeLSTM"] == 2 and "LSTM" not in int8  # both layers, silently skipped before
         # Every weight matrix (embeddings included) is int8: fp32 is left to biases and scales.
         matrices = [t for t in onnx.load(str(directory / f"{part}.int8.onnx")).graph.initializer
@@ -77,13 +76,15 @@ def test_int8_graphs_quantize_the_lstms_projections_and_embeddings_but_not_atten
     assert decoder["MatMul"] == 2  # the score v and attention weights x encoder states stay fp32
 
 
-def test_tied_embedding_is_stored_once(tmp_path):
+def test_tied_embedding_is_one_fp32_table_and_two_int8_ones(tmp_path):
+    """The fp32 step reads its tied table for the lookup and the projection alike; the int8 one
+    keeps it transposed for the quantized projection and row-major for the lookup (faster)."""
     checkpoint = random_checkpoint(tmp_path, {"tie_embeddings": True, "embed_size": 24, "hidden_size": 24})
     export_run(checkpoint)
-    for name in ("decoder.onnx", "decoder.int8.onnx"):
+    for name, expected in (("decoder.onnx", [onnx.TensorProto.FLOAT]),
+                           ("decoder.int8.onnx", [onnx.TensorProto.INT8, onnx.TensorProto.INT8])):
         graph = onnx.load(str(export_dir(checkpoint) / name)).graph
-        tables = [t.name for t in graph.initializer if sorted(t.dims) == [24, 40]]
-        assert len(tables) == 1, tables
+        assert sorted(t.data_type for t in graph.initializer if sorted(t.dims) == [24, 40]) == expected
 
 
 def test_fp32_export_gives_torch_tokens_for_greedy_and_beam_search(engines):

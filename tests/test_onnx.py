@@ -64,6 +64,7 @@ def test_int8_graphs_quantize_the_lstms_projections_and_embeddings_but_not_atten
     directory = export_dir(run / "best.pt")
     for part in ("encoder", "decoder"):
         fp32, int8 = op_types(directory / f"{part}.onnx"), op_types(directory / f"{part}.int8.onnx")
+        assert fp32["LSTM"] == 2
         assert "Gemm" not in int8  # split into MatMul + Add: the quantizer leaves a Gemm in fp32
         assert int8["DynamicQuantizeLSTM"] == 2 and "LSTM" not in int8  # both layers, silently skipped before
         # Every weight matrix (embeddings included) is int8: fp32 is left to biases and scales.

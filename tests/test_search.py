@@ -88,3 +88,22 @@ def test_nbest_is_sorted_and_distinct():
         assert len({tuple(h.tokens) for h in hyps}) == len(hyps)
         for h in hyps:
             assert h.normalized == pytest.approx(h.score / (len(h.tokens) + 1))
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_each_beams_2k_best_hold_the_sentences_2k_best(seed):
+    """Beam search reads only each beam's 2k best tokens (what `Seq2Seq.candidates` returns): the
+    same continuations, scores and order as from every (beam, token) pair, forced <eos> included."""
+    from nmt.search import _expand
+
+    g = torch.Generator().manual_seed(seed)
+    n, k, vocab = 3, 4, 50
+    scores = torch.randn(n, k, generator=g)
+    scores[1, 3] = float("-inf")  # a dead beam
+    log_probs = torch.randn(n * k, vocab, generator=g).log_softmax(-1)
+    forced = torch.tensor([False, False, True])
+    full = _expand(scores, *log_probs.topk(vocab), log_probs[:, EOS], forced, EOS)
+    top = _expand(scores, *log_probs.topk(2 * k), log_probs[:, EOS], forced, EOS)
+    for ours, reference in zip(top, full):
+        assert torch.equal(ours[:2], reference[:2])
+    assert torch.equal(top[0][2], full[0][2]) and torch.isinf(top[0][2][k:]).all()  # forced: k endings only

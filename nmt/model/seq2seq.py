@@ -33,19 +33,18 @@ class Seq2Seq(nn.Module):
         return self.decoder.decode_step(prev_ids, state)
 
     def candidates(self, prev_ids: torch.Tensor, state: DecoderState, k: int | torch.Tensor,
-                   banned_id: int | torch.Tensor | None, eos_id: int
+                   banned_id: int | None, eos_id: int
                    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, DecoderState, torch.Tensor]:
         """One decoding step reduced to what search reads of it: per row the k most likely next
         tokens' log-probabilities and ids (rows, k), the log-probability of <eos> (rows,), the new
         state and the attention weights (rows, src_len). `banned_id` is never proposed (the
         distribution is renormalized without it). Beam search needs no more than the 2 * beam
         best of each row, so the (rows, vocab) distribution never leaves this function (nor, in
-        the ONNX export, ONNX Runtime)."""
+        the ONNX export, ONNX Runtime). `k` may be a 0-dim tensor (a graph input, when exported)."""
         logits, state, weights = self.decoder.decode_step(prev_ids, state)
         logits = logits.float()
-        if banned_id is not None:  # -inf added to its column: a (vocab,) row, not a (rows, vocab) mask
-            banned = torch.arange(logits.shape[-1], device=logits.device) == banned_id
-            logits = logits + torch.zeros(logits.shape[-1], device=logits.device).masked_fill(banned, float("-inf"))
+        if banned_id is not None:  # (the ONNX export has it in the output bias instead)
+            logits[:, banned_id] = float("-inf")
         log_probs = logits.log_softmax(-1)
         top, ids = log_probs.topk(min(k, log_probs.shape[-1]) if isinstance(k, int) else k, dim=-1)
         return top, ids, log_probs[:, eos_id], state, weights

@@ -318,6 +318,7 @@ def export_run(checkpoint: str | Path | None) -> tuple[Path, Manifest]:
     import onnxruntime
 
     path = resolve_checkpoint(checkpoint)
+    digest = sha256(path)  # before reading it: a checkpoint rewritten meanwhile then reads as newer
     loaded = load_model(path)
     model = loaded.model.cpu().eval()
     model.decoder.use_cells = False  # one LSTM node per layer: what DynamicQuantizeLSTM replaces
@@ -337,7 +338,7 @@ def export_run(checkpoint: str | Path | None) -> tuple[Path, Manifest]:
         graphs = {f"{variant}/{part}": graph_name(variant, part) for variant in ("fp32", "int8")
                   for part in ("encoder", "decoder")}
         cfg = loaded.cfg.model
-        manifest = Manifest(path.name, sha256(path), cfg.input_feeding, cfg.copy_attention, cfg.num_layers,
+        manifest = Manifest(path.name, digest, cfg.input_feeding, cfg.copy_attention, cfg.num_layers,
                             cfg.hidden_size, len(loaded.tgt_vocab), banned_id, torch.__version__,
                             onnxruntime.__version__, OPSET, graphs,
                             {name: (work / name).stat().st_size for name in graphs.values()})

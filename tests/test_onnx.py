@@ -183,6 +183,19 @@ def test_an_export_older_than_its_checkpoint_is_refused(tmp_path):
         Translator.load(str(checkpoint), "cpu", engine="onnx-fp32")
 
 
+def test_a_damaged_export_is_one_line_naming_the_fix(tmp_path):
+    checkpoint = random_checkpoint(tmp_path, {})
+    export_run(checkpoint)
+    graph = export_dir(checkpoint) / "decoder.int8.onnx"
+    graph.write_bytes(graph.read_bytes()[:1000])  # truncated
+    result = CliRunner().invoke(app, ["translate", "-c", str(checkpoint), "--engine", "onnx", "w1 w2"])
+    assert result.exit_code == 1 and result.output.count("\n") == 1, result.output
+    assert result.output.startswith("error: ") and "export again with `nmt export" in result.output
+    (export_dir(checkpoint) / "manifest.json").write_text("{not json", encoding="utf-8")
+    with pytest.raises(CheckpointError, match="unreadable"):
+        Translator.load(str(checkpoint), "cpu", engine="onnx")
+
+
 def test_without_onnxruntime_the_engine_names_the_install_command(tmp_path, monkeypatch):
     checkpoint = random_checkpoint(tmp_path, {})
     monkeypatch.setitem(sys.modules, "onnxruntime", None)  # import onnxruntime now fails

@@ -8,9 +8,12 @@ Tensors cross between torch and ONNX Runtime as numpy views of the same memory (
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator
+import threading
+from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 from pathlib import Path
+from typing import TypeVar
 
 import numpy as np
 import torch
@@ -22,6 +25,7 @@ from nmt.runtime import resolve_device
 
 ENGINES = ("torch", "onnx", "onnx-fp32")
 VARIANTS = {"onnx": "int8", "onnx-fp32": "fp32"}  # --engine -> the graphs it runs
+T, R = TypeVar("T"), TypeVar("R")
 
 
 def read_manifest(checkpoint: Path) -> tuple[Path, Manifest]:
@@ -44,6 +48,22 @@ class OnnxSeq2Seq:
     """What `nmt.search` needs of a model, run by ONNX Runtime on the CPU with `threads` threads."""
 
     def __init__(self, directory: Path, manifest: Manifest, variant: str, threads: int):
+        # A batch alone is decoded with `threads` threads; several at once, each on one thread
+        # (ONNX Runtime lets go of the GIL while it runs): on 2 cores, two batches at a time
+        # decoded 3,397 test sentences/s greedy and 645 beam 5, one batch on two threads 2,234
+        # and 498. A session with one thread runs each call on its caller's thread.
+        self.threads, self.local = threads, threading.local()
+        self.shared = self._sessions(directory, manifest, variant, threads)
+        self.workers = self._sessions(directory, manifest, variant, 1) if threads > 1 else self.shared
+        self.names = [output.name for output in self.shared["encoder"].get_outputs()]
+        self.changed = changed_names(self.names)
+        # What the step reads of the state (dot attention, say, never reads the prepared keys).
+        inputs = {i.name for i in self.shared["decoder"].get_inputs()}
+        self.step_inputs = [name for name in self.names if name in inputs]
+        self.vocab_size, self.banned_id = manifest.vocab_size, manifest.banned_id
+
+    @staticmethod
+    def _sessions(directory: Path, manifest: Manifest, variant: str, threads: int) -> dict:
         import onnxruntime as ort
 
         options = ort.SessionOptions()
@@ -54,21 +74,31 @@ class OnnxSeq2Seq:
         options.add_session_config_entry("session.intra_op.allow_spinning", "0")
         options.log_severity_level = 3  # warnings about unused initializers and the like: not the user's
         try:
-            self.encoder, self.decoder = (
-                ort.InferenceSession(str(directory / manifest.graphs[f"{variant}/{part}"]), options,
-                                     providers=["CPUExecutionProvider"]) for part in ("encoder", "decoder"))
+            return {part: ort.InferenceSession(str(directory / manifest.graphs[f"{variant}/{part}"]), options,
+                                               providers=["CPUExecutionProvider"]) for part in ("encoder", "decoder")}
         except Exception as e:  # onnxruntime's own kinds: a missing, truncated or foreign graph file
             raise CheckpointError(f"the ONNX export in {directory} cannot be loaded "
                                   f"({str(e).strip().splitlines()[0][:150]}): export again with "
                                   f"`nmt export {directory.parent.parent}`") from None
-        self.names = [output.name for output in self.encoder.get_outputs()]
-        self.changed = changed_names(self.names)
-        # What the step reads of the state (dot attention, say, never reads the prepared keys).
-        self.step_inputs = [name for name in self.names if name in {i.name for i in self.decoder.get_inputs()}]
-        self.vocab_size, self.banned_id = manifest.vocab_size, manifest.banned_id
+
+    def session(self, part: str):
+        """The sessions of this thread: one-thread ones inside `map_batches`' workers."""
+        return (getattr(self.local, "sessions", None) or self.shared)[part]
+
+    def map_batches(self, decode: Callable[[T], R], batches: list[T]) -> list[R]:
+        """decode(batch) for every batch, in order; several at once when there are several."""
+        if len(batches) < 2 or self.workers is self.shared:
+            return [decode(batch) for batch in batches]
+
+        def work(batch: T) -> R:
+            self.local.sessions = self.workers
+            return decode(batch)
+
+        with ThreadPoolExecutor(min(self.threads, len(batches))) as pool:
+            return list(pool.map(work, batches))
 
     def encode(self, src: torch.Tensor, src_lens: torch.Tensor) -> DecoderState:
-        outputs = self.encoder.run(None, {"src": src.cpu().numpy(), "src_lens": src_lens.cpu().numpy()})
+        outputs = self.session("encoder").run(None, {"src": src.cpu().numpy(), "src_lens": src_lens.cpu().numpy()})
         return unflat_state({name: torch.from_numpy(x) for name, x in zip(self.names, outputs)})
 
     def candidates(self, prev_ids: torch.Tensor, state: DecoderState, k: int, banned_id: int | None, eos_id: int
@@ -81,7 +111,7 @@ class OnnxSeq2Seq:
         feeds = {"prev_ids": prev_ids.numpy(), "k": np.array(min(k, self.vocab_size))}
         feeds.update((name, x.contiguous().numpy()) for name, x in zip(self.step_inputs,
                                                                         flat_state(state, self.step_inputs)))
-        top, ids, eos, weights, *changed = (torch.from_numpy(x) for x in self.decoder.run(None, feeds))
+        top, ids, eos, weights, *changed = (torch.from_numpy(x) for x in self.session("decoder").run(None, feeds))
         new = dict(zip(self.changed, changed))
         state = replace(state, hidden=(new["h"], new["c"]), feed=new.get("feed"))
         return top, ids, eos, state, weights
@@ -92,6 +122,15 @@ def load_engine(checkpoint: Path, engine: str, threads: int | None = None) -> On
     require_onnx()
     directory, manifest = read_manifest(checkpoint)
     return OnnxSeq2Seq(directory, manifest, VARIANTS[engine], threads or torch.get_num_threads())
+
+
+def map_batches(model: object, decode: Callable[[T], R], batches: list[T]) -> list[R]:
+    """decode(batch) for every batch, in order: the ONNX engine decodes several at once, with
+    torch on one thread meanwhile (`torch_threads`)."""
+    if not isinstance(model, OnnxSeq2Seq):
+        return [decode(batch) for batch in batches]
+    with torch_threads("onnx"):
+        return model.map_batches(decode, batches)
 
 
 def engine_device(engine: str, device: str | torch.device) -> torch.device:

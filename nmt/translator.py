@@ -13,6 +13,7 @@ length-sorted batches, and gives back text in the input's order.
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import logging
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
@@ -24,7 +25,7 @@ from nmt.checkpoint import LoadedModel, load_model
 from nmt.config import DecodeConfig
 from nmt.data import pad
 from nmt.model import Seq2Seq
-from nmt.onnx_engine import OnnxSeq2Seq, engine_device, load_engine, torch_threads
+from nmt.onnx_engine import OnnxSeq2Seq, engine_device, load_engine, map_batches, torch_threads
 from nmt.search import Hypothesis, beam_search, forced_attention, greedy, hypothesis
 from nmt.tokenizer import Tokenizer, WordTokenizer
 from nmt.vocab import EOS, Vocab
@@ -147,27 +148,27 @@ class Translator:
 
     def _search(self, sources: Sequence[list[str]], beam: int | None, nbest: int,
                 first_line: int) -> list[list[Hypothesis]]:
-        """Token lists in; up to `nbest` scored hypotheses each, in input order ([] for an empty one)."""
+        """Token lists in; up to `nbest` scored hypotheses each, in input order ([] for an empty one).
+        Batches are of sources sorted by length, which keeps padding low."""
         beam = max(beam or self.cfg.beam_size, nbest)
         results: list[list[Hypothesis]] = [[] for _ in sources]
-        # Sorting by length keeps padding low; results go back to input order.
         order = sorted((i for i, s in enumerate(sources) if s), key=lambda i: len(sources[i]))
-        bos, eos = self.tgt_vocab.bos_id, self.tgt_vocab.eos_id
-        for start in range(0, len(order), self.cfg.batch_size):
-            indices = order[start: start + self.cfg.batch_size]
-            ids = [self._source_ids(sources[i], first_line + i) for i in indices]
-            src = pad(ids, self.src_vocab.pad_id).to(self.device)
-            src_lens = torch.tensor([len(x) for x in ids], device=self.device)
-            caps = output_caps(src_lens, self.cfg)
-            with torch_threads(self.engine):
-                if beam == 1:
-                    scores: list[float] = []
-                    outputs, _ = greedy(self.model, src, src_lens, bos, eos, caps, banned_id=self.banned_id,
-                                        scores=scores)
-                    hyps = [[hypothesis(o, s, self.cfg.length_penalty)] for o, s in zip(outputs, scores)]
-                else:
-                    hyps = beam_search(self.model, src, src_lens, bos, eos, caps, beam, self.cfg.length_penalty,
-                                       nbest, self.banned_id)
-            for i, h in zip(indices, hyps):
-                results[i] = h
+        batches = [order[start: start + self.cfg.batch_size] for start in range(0, len(order), self.cfg.batch_size)]
+        decoded = map_batches(self.model, lambda indices: self._decode(sources, indices, beam, nbest, first_line),
+                              batches)
+        for i, hyps in zip(itertools.chain(*batches), itertools.chain(*decoded)):
+            results[i] = hyps
         return results
+
+    def _decode(self, sources: Sequence[list[str]], indices: list[int], beam: int, nbest: int,
+                first_line: int) -> list[list[Hypothesis]]:
+        ids = [self._source_ids(sources[i], first_line + i) for i in indices]
+        src = pad(ids, self.src_vocab.pad_id).to(self.device)
+        src_lens = torch.tensor([len(x) for x in ids], device=self.device)
+        caps, bos, eos = output_caps(src_lens, self.cfg), self.tgt_vocab.bos_id, self.tgt_vocab.eos_id
+        if beam == 1:
+            scores: list[float] = []
+            outputs, _ = greedy(self.model, src, src_lens, bos, eos, caps, banned_id=self.banned_id, scores=scores)
+            return [[hypothesis(o, s, self.cfg.length_penalty)] for o, s in zip(outputs, scores)]
+        return beam_search(self.model, src, src_lens, bos, eos, caps, beam, self.cfg.length_penalty, nbest,
+                           self.banned_id)

@@ -64,7 +64,7 @@ def latencies(translator: Translator, sources: list[str], beam: int) -> list[flo
 
 def profile_ops(translator: Translator, graph: Path, sources: list[str], beam: int, threads: int) -> list[str]:
     """Where ONNX Runtime spends the decoder step's time, by operator type: the step session is
-    swapped for one with ONNX Runtime's profiler on while `sources` are decoded."""
+    swapped for one with ONNX Runtime's profiler on while `sources` are decoded, a batch at a time."""
     import onnxruntime as ort
 
     options = ort.SessionOptions()
@@ -72,12 +72,14 @@ def profile_ops(translator: Translator, graph: Path, sources: list[str], beam: i
     options.enable_profiling = True
     options.profile_file_prefix = str(Path(tempfile.mkdtemp(prefix="nmt-profile-")) / "decoder")
     model = translator.model
-    saved, model.decoder = model.decoder, ort.InferenceSession(str(graph), options, providers=["CPUExecutionProvider"])
+    profiled = ort.InferenceSession(str(graph), options, providers=["CPUExecutionProvider"])
+    saved = model.shared, model.workers
+    model.shared = model.workers = {**model.shared, "decoder": profiled}  # one batch at a time, as profiled
     try:
         translator.translate(sources, beam=beam)
-        trace = Path(model.decoder.end_profiling())
+        trace = Path(profiled.end_profiling())
     finally:
-        model.decoder = saved
+        model.shared, model.workers = saved
     totals: dict[str, float] = {}
     for event in json.loads(trace.read_text()):
         if event.get("cat") == "Node" and event["name"].endswith("_kernel_time"):

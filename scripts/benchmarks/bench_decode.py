@@ -10,10 +10,12 @@ torch engine's, and batch-1 latency (one sentence a call, as a server at low loa
 p50/p90 over the first --latency sources; and each engine's model files. Exports the run first
 when it has no current export.
 
-Threads: torch runs with --threads; the ONNX engines give ONNX Runtime --threads and, while
-they decode, torch (which then only does the search's bookkeeping) one, as `nmt translate`
-does (see `Translator.engine_threads`). Each figure is the best of --rounds rounds, the engines
-taking turns, so a machine's drift over minutes falls on all three alike.
+Threads: torch runs with --threads, one batch at a time; the ONNX engines decode --threads
+batches at once, one thread each (a lone batch with --threads), with torch, which then only
+does the search's bookkeeping, on one thread, as `nmt translate` does (`nmt.onnx_engine`). A
+last line gives torch in the ONNX engines' arrangement too, for a like-for-like ratio. Each
+figure is the best of --rounds rounds, the engines taking turns, so a machine's drift over
+minutes falls on all of them alike.
 
 ONEDNN_MAX_CPU_ISA=AVX2 (and MKL_ENABLE_INSTRUCTIONS=AVX2) make torch behave as on an AVX2-only
 CPU, but ONNX Runtime picks its kernels from cpuid and has no such switch: an AVX2 figure for
@@ -29,6 +31,7 @@ import shutil
 import statistics
 import tempfile
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import torch
@@ -50,6 +53,23 @@ def throughput(translator: Translator, sources: list[str], beam: int) -> tuple[f
     start = time.perf_counter()
     outputs = translator.translate(sources, beam=beam)
     return len(sources) / (time.perf_counter() - start), outputs
+
+
+def torch_two_at_once(translator: Translator, sources: list[str], beam: int, threads: int) -> float:
+    """Sentences/s of the torch engine decoding `threads` batches at once, one thread each: the
+    arrangement the ONNX engines use, which `nmt` does not use for torch (a like-for-like row)."""
+    torch.set_num_threads(1)
+    try:
+        order = sorted(sources, key=len)
+        size = translator.cfg.batch_size
+        chunks = [order[start: start + size] for start in range(0, len(order), size)]
+        translator.translate(sources[:32], beam=beam)
+        start = time.perf_counter()
+        with ThreadPoolExecutor(threads) as pool:
+            list(pool.map(lambda chunk: translator.translate(chunk, beam=beam), chunks))
+        return len(sources) / (time.perf_counter() - start)
+    finally:
+        torch.set_num_threads(threads)
 
 
 def latencies(translator: Translator, sources: list[str], beam: int) -> list[float]:
@@ -127,6 +147,8 @@ def main() -> None:
                 rates[engine, beam] = max(rate, rates.get((engine, beam), 0.0))
                 outputs[engine, beam] = out
                 print(f"  {engine} beam {beam}: {rate:,.1f} sent/s", flush=True)
+            rate = torch_two_at_once(translators["torch"], sources, beam, args.threads)
+            rates["torch-batches", beam] = max(rate, rates.get(("torch-batches", beam), 0.0))
     timed = {(engine, beam): latencies(translators[engine], sources[:args.latency], beam)
              for beam in args.beams for engine in ENGINES}
 
@@ -157,6 +179,11 @@ def main() -> None:
             row += (f" {rates[engine, beam]:,.1f} | {rates[engine, beam] / rates['torch', beam]:.2f} | {bleu:.2f} | "
                     f"{same:.1%} | {percentile(ms, 50):.1f} / {percentile(ms, 90):.1f} |")
         print(row)
+    print(f"torch decoding {args.threads} batches at once, one thread each (the ONNX engines' arrangement, not "
+          f"nmt's for torch): " + ", ".join(f"{'greedy' if beam == 1 else f'beam {beam}'} "
+                                           f"{rates['torch-batches', beam]:,.1f} sent/s "
+                                           f"(x{rates['torch-batches', beam] / rates['torch', beam]:.2f} torch)"
+                                           for beam in args.beams))
     if args.profile:
         for engine, part in (("onnx-fp32", "decoder.onnx"), ("onnx", "decoder.int8.onnx")):
             ops = profile_ops(translators[engine], directory / part, sources[:args.latency], 5, args.threads)

@@ -237,3 +237,18 @@ def test_serve_answers_through_the_onnx_engine(run, engines):
         body = client.post("/translate", json={"texts": SOURCES[:4], "beam": 3, "nbest": 2, "attention": True}).json()
         assert [t["tgt"] for t in body["translations"]] == engines["onnx"].translate(SOURCES[:4], beam=3)
         assert all(len(t["nbest"]) == 2 and t["attention"] for t in body["translations"])
+
+
+def test_several_batches_are_decoded_at_once_in_order(engines):
+    model = engines["onnx"].model
+    seen = []
+
+    def decode(batch: int) -> int:
+        seen.append(model.session("decoder") is model.workers["decoder"])
+        return batch * 10
+
+    assert model.map_batches(decode, list(range(6))) == [0, 10, 20, 30, 40, 50]
+    assert model.map_batches(decode, [7]) == [70]
+    if model.workers is not model.shared:  # more than one thread: one-thread sessions, a lone batch on all
+        assert seen == [True] * 6 + [False]
+    assert model.session("decoder") is model.shared["decoder"]  # this thread was never a worker

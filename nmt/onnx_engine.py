@@ -129,7 +129,7 @@ def map_batches(model: object, decode: Callable[[T], R], batches: list[T]) -> li
     torch on one thread meanwhile (`torch_threads`)."""
     if not isinstance(model, OnnxSeq2Seq):
         return [decode(batch) for batch in batches]
-    with torch_threads("onnx"):
+    with torch_threads(model):
         return model.map_batches(decode, batches)
 
 
@@ -147,12 +147,12 @@ def engine_device(engine: str, device: str | torch.device) -> torch.device:
 
 
 @contextlib.contextmanager
-def torch_threads(engine: str) -> Iterator[None]:
+def torch_threads(model: object) -> Iterator[None]:
     """While ONNX Runtime decodes, torch (left with the search's bookkeeping) runs on one thread:
     its OpenMP workers otherwise spin on after each call, on the cores ONNX Runtime needs (int8
     greedy on 2 cores, before ONNX Runtime's own spinning was turned off: 774 sentences/s with
     torch at two threads, 1,291 at one)."""
-    if engine == "torch":
+    if not isinstance(model, OnnxSeq2Seq):
         yield
         return
     threads = torch.get_num_threads()

@@ -54,9 +54,9 @@ def output_caps(src_lens: torch.Tensor, cfg: DecodeConfig) -> torch.Tensor:
 
 class Translator:
     def __init__(self, model: Seq2Seq | OnnxSeq2Seq, src_vocab: Vocab, tgt_vocab: Vocab, cfg: DecodeConfig,
-                 device: torch.device, tokenizer: Tokenizer | None = None, engine: str = "torch"):
+                 device: torch.device, tokenizer: Tokenizer | None = None):
         self.model, self.src_vocab, self.tgt_vocab = model, src_vocab, tgt_vocab
-        self.cfg, self.device, self.engine = cfg, device, engine  # engine: what `model` is (see `load`)
+        self.cfg, self.device = cfg, device
         self.tokenizer = tokenizer or WordTokenizer()
         self.banned_id = tgt_vocab.unk_id if self.tokenizer.ban_unk else None
 
@@ -73,7 +73,7 @@ class Translator:
                     engine: str = "torch") -> Translator:
         cfg = loaded.cfg.decode if batch_size is None else dataclasses.replace(loaded.cfg.decode, batch_size=batch_size)
         model = loaded.model.to(device).eval() if engine == "torch" else load_engine(loaded.path, engine)
-        return cls(model, loaded.src_vocab, loaded.tgt_vocab, cfg, device, loaded.tokenizer, engine)
+        return cls(model, loaded.src_vocab, loaded.tgt_vocab, cfg, device, loaded.tokenizer)
 
     def translate(self, texts: str | Sequence[str], beam: int | None = None, tokenized: bool = False,
                   first_line: int = 1) -> str | list[str]:
@@ -120,7 +120,7 @@ class Translator:
         ids = self._source_ids(self.tokenizer.source_tokens([text])[0])
         src = torch.tensor([ids], device=self.device)
         src_tokens, bos, eos = [self.src_vocab.itos[i] for i in ids], self.tgt_vocab.bos_id, self.tgt_vocab.eos_id
-        with torch_threads(self.engine):
+        with torch_threads(self.model):
             if output is not None:
                 out = self.tgt_vocab.encode(list(output))
                 weights = forced_attention(self.model, src, len(ids), bos, eos, out)

@@ -8,6 +8,7 @@ Tensors cross between torch and ONNX Runtime as numpy views of the same memory (
 from __future__ import annotations
 
 import contextlib
+import logging
 import threading
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -19,13 +20,24 @@ import numpy as np
 import torch
 
 from nmt.errors import CheckpointError, NmtError
-from nmt.export import MANIFEST, Manifest, changed_names, export_dir, flat_state, require_onnx, sha256, unflat_state
+from nmt.export import (
+    MANIFEST,
+    Manifest,
+    changed_names,
+    export_dir,
+    export_run,
+    flat_state,
+    require_onnx,
+    sha256,
+    unflat_state,
+)
 from nmt.model.decoder import DecoderState
 from nmt.runtime import resolve_device
 
 ENGINES = ("torch", "onnx", "onnx-fp32")
 VARIANTS = {"onnx": "int8", "onnx-fp32": "fp32"}  # --engine -> the graphs it runs
 T, R = TypeVar("T"), TypeVar("R")
+logger = logging.getLogger(__name__)
 
 
 def read_manifest(checkpoint: Path) -> tuple[Path, Manifest]:
@@ -42,6 +54,16 @@ def read_manifest(checkpoint: Path) -> tuple[Path, Manifest]:
         raise CheckpointError(f"the ONNX export in {directory} is older than {checkpoint} (the checkpoint changed "
                               f"since): export it again with `nmt export {checkpoint.parent}`")
     return directory, manifest
+
+
+def current_export(checkpoint: Path) -> tuple[Path, Manifest]:
+    """The export of `checkpoint`, made first when there is none or it is older (the benchmarks'
+    way; the engines refuse instead, so a user's command never exports on its own)."""
+    try:
+        return read_manifest(checkpoint)
+    except CheckpointError:
+        logger.warning("exporting %s (no current export)", checkpoint)
+        return export_run(checkpoint)
 
 
 class OnnxSeq2Seq:

@@ -252,3 +252,13 @@ def test_several_batches_are_decoded_at_once_in_order(engines):
     if model.workers is not model.shared:  # more than one thread: one-thread sessions, a lone batch on all
         assert seen == [True] * 6 + [False]
     assert model.session("decoder") is model.shared["decoder"]  # this thread was never a worker
+
+
+def test_current_export_makes_one_only_when_there_is_none_or_an_older_one(tmp_path):
+    from nmt.onnx_engine import current_export
+
+    checkpoint = random_checkpoint(tmp_path, {})
+    directory, made = current_export(checkpoint)  # none yet: made
+    assert (directory / "manifest.json").is_file()
+    mtime = (directory / "manifest.json").stat().st_mtime_ns
+    assert current_export(checkpoint)[1] == made and (directory / "manifest.json").stat().st_mtime_ns == mtime

@@ -38,10 +38,8 @@ import torch
 
 from nmt.checkpoint import load_model
 from nmt.corpus import resolve_corpus
-from nmt.errors import CheckpointError
-from nmt.export import export_run
 from nmt.metrics import group_references, score
-from nmt.onnx_engine import ENGINES, read_manifest
+from nmt.onnx_engine import ENGINES, current_export
 from nmt.prepare import ensure_prepared
 from nmt.prepared import PreparedCorpus
 from nmt.runtime import cpu_flags, cpu_name
@@ -126,11 +124,7 @@ def main() -> None:
     args = parser.parse_args()
 
     loaded = load_model(args.checkpoint)
-    try:
-        directory, manifest = read_manifest(loaded.path)
-    except CheckpointError:
-        print(f"exporting {loaded.path} (no current export)", flush=True)
-        directory, manifest = export_run(loaded.path)
+    directory, manifest = current_export(loaded.path)
     data = loaded.cfg.data
     refs = group_references(PreparedCorpus(ensure_prepared(resolve_corpus(None, data), data), data).pairs("test"))
     count = args.sentences or len(refs.sources)

@@ -37,9 +37,7 @@ import httpx
 import torch
 
 from nmt.checkpoint import load_model
-from nmt.errors import CheckpointError
-from nmt.export import export_run
-from nmt.onnx_engine import ENGINES, read_manifest
+from nmt.onnx_engine import ENGINES, current_export
 from nmt.corpus import load_corpus
 from nmt.metrics import group_references
 from nmt.runtime import cpu_name
@@ -154,11 +152,7 @@ def main() -> None:
     _, splits = load_corpus(args.data, loaded.cfg.data)
     sentences = group_references(splits.test).sources
     if any(engine != "torch" for engine in args.engines):
-        try:
-            read_manifest(loaded.path)
-        except CheckpointError:
-            print(f"exporting {loaded.path} (no current export)", file=sys.stderr, flush=True)
-            export_run(loaded.path)
+        current_export(loaded.path)
     results = [measure_engine(engine, loaded, sentences, args) for engine in args.engines]
     search = "greedy" if args.beam == 1 else f"beam {args.beam}"
     print(f"CPU: {cpu_name()} | {torch.get_num_threads()} threads | checkpoint {loaded.path} | {search} | "

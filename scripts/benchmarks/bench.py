@@ -133,16 +133,24 @@ def _training_batches(cfg, examples, pad_id: int, bos_id: int):
             yield data.collate([examples[i] for i in indices], pad_id, bos_id)
 
 
-def measure_nmt_train(args) -> dict:
+def _nmt_model(args, cfg, src_vocab, tgt_vocab):
+    """nmt's model of the config, seeded, on --device with --threads: what both nmt measurements time."""
     from nmt import runtime
     from nmt.model import build_model
-    from nmt.train import train_step
 
-    cfg, _, src_vocab, tgt_vocab, examples, _ = _prepare(args)
     runtime.configure(args.threads)
     device = torch.device(args.device)
     torch.manual_seed(0)
-    model = build_model(cfg.model, src_vocab, tgt_vocab).to(device).train()
+    return build_model(cfg.model, src_vocab, tgt_vocab).to(device), device
+
+
+def measure_nmt_train(args) -> dict:
+    from nmt import runtime
+    from nmt.train import train_step
+
+    cfg, _, src_vocab, tgt_vocab, examples, _ = _prepare(args)
+    model, device = _nmt_model(args, cfg, src_vocab, tgt_vocab)
+    model.train()
     optimizer = torch.optim.Adam(model.parameters(), lr=cfg.train.lr, fused=True)
     batches = _training_batches(cfg, examples, tgt_vocab.pad_id, tgt_vocab.bos_id)
 
@@ -217,15 +225,11 @@ def _decode_inputs(args):
 
 
 def measure_nmt_decode(args) -> dict:
-    from nmt import runtime
-    from nmt.model import build_model
     from nmt.translator import Translator
 
     cfg, texts, _, src_vocab, tgt_vocab, tokenizer = _decode_inputs(args)
-    runtime.configure(args.threads)
-    device = torch.device(args.device)
-    torch.manual_seed(0)
-    model = build_model(cfg.model, src_vocab, tgt_vocab).to(device).eval()
+    model, device = _nmt_model(args, cfg, src_vocab, tgt_vocab)
+    model.eval()
     translator = Translator(model, src_vocab, tgt_vocab, cfg.decode, device, tokenizer)
     translator.translations(texts[:64])  # warm-up
     result = {"decode_sentences": len(texts)}

@@ -243,8 +243,6 @@ def quantize(fp32: Path, int8: Path) -> None:
 
     proto = onnx.load(str(fp32))
     split_gemms(proto.graph)
-    split = int8.with_name(f"{int8.stem}.matmul.onnx")
-    onnx.save(proto, str(split))
     weights = {t.name: t for t in proto.graph.initializer}
     # Left in fp32: products of two activations (attention weights x encoder states), which
     # would quantize the encoder states anew at every step, and a weight of one column, the
@@ -255,11 +253,10 @@ def quantize(fp32: Path, int8: Path) -> None:
     quiet = logging.getLogger().level
     logging.getLogger().setLevel(logging.ERROR)  # its advice to pre-process first is for convolutional models
     try:
-        quantize_dynamic(split, int8, op_types_to_quantize=list(QUANTIZED_OPS), per_channel=True, reduce_range=False,
+        quantize_dynamic(proto, int8, op_types_to_quantize=list(QUANTIZED_OPS), per_channel=True, reduce_range=False,
                          weight_type=QuantType.QInt8, nodes_to_exclude=fp32_nodes)
     finally:
         logging.getLogger().setLevel(quiet)
-        split.unlink(missing_ok=True)
     proto = onnx.load(str(int8))
     quantize_embeddings(proto.graph)
     onnx.save(proto, str(int8))

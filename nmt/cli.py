@@ -92,6 +92,11 @@ def train(
     data: DataOpt = None,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress bar or log lines.")] = False,
     nproc: NprocOpt = 1,
+    valid: Annotated[Optional[str], typer.Option(
+        "--valid", help="Your dev set (any form --data takes): validation, early stopping and best.pt follow "
+                        "it (data.valid).")] = None,
+    test: Annotated[Optional[str], typer.Option(
+        "--test", help="Your test set (any form --data takes): the run's test split (data.test).")] = None,
 ) -> None:
     """Train a model; writes config.yaml, vocabularies, metrics.jsonl, checkpoints, best.pt and last.pt."""
     from nmt import distributed, job
@@ -99,7 +104,8 @@ def train(
     from nmt.train import train as run_training
 
     overrides = list(set_ or []) + ([f"train.device={device}"] if device is not None else []) + (
-        [f"train.max_minutes={max_minutes}"] if max_minutes is not None else [])
+        [f"train.max_minutes={max_minutes}"] if max_minutes is not None else []) + (
+        [f"data.valid={valid}"] if valid is not None else []) + ([f"data.test={test}"] if test is not None else [])
     _setup_logging(quiet)  # finding (or downloading) the corpus may log before training starts
     if nproc > 1:  # bad arguments fail here, in one line, not N times inside torchrun's report
         job.check_job(target, resume, overrides, data)
@@ -269,21 +275,39 @@ def plot(
 @app.command("eval")
 @user_errors
 def eval_cmd(
-    bleu: Annotated[bool, typer.Option("--bleu", help="Decode the split and score BLEU and chrF.")] = False,
-    split: Annotated[str, typer.Option(help="test or valid.")] = "test",
-    checkpoint: CheckpointOpt = None,
+    bleu: Annotated[bool, typer.Option("--bleu", help="Decode the test set and score BLEU and chrF.")] = False,
+    split: Annotated[str, typer.Option(help="test or valid: the split of the run's corpus (or of --data) to score.")
+                     ] = "test",
+    checkpoints: Annotated[Optional[list[str]], typer.Option(
+        "--checkpoint", "-c", help="A checkpoint file or a run directory (default: the newest run's best.pt); "
+                                   "repeat it to compare models on one test set (paired bootstrap).")] = None,
     device: DeviceOpt = "auto",
-    data: DataOpt = None,
+    data: Annotated[Optional[str], typer.Option(
+        "--data", help="Another corpus whose own --split is scored (its md5 split, as training cuts it); "
+                       "for a test set of your own, use --test or --src/--ref.")] = None,
+    test: Annotated[Optional[str], typer.Option(
+        "--test", help="A test set in any form --data reads (TSV, zip, PREFIX of PREFIX.<lang> files), "
+                       "scored whole; a source's lines are its references.")] = None,
+    src: Annotated[Optional[str], typer.Option("--src", help="A file of source sentences, one a line.")] = None,
+    ref: Annotated[Optional[list[str]], typer.Option(
+        "--ref", help="A reference file line-aligned with --src (repeat for more references; an empty "
+                      "line means no reference there).")] = None,
+    testset: Annotated[Optional[str], typer.Option(
+        "--testset", help="A test set of sacreBLEU's registry, e.g. wmt14 (downloaded into $SACREBLEU).")] = None,
+    langpair: Annotated[Optional[str], typer.Option(
+        "--langpair", help="With --testset: e.g. en-fr (default: the model's direction).")] = None,
+    out: Annotated[Optional[str], typer.Option(
+        "--out", help="Write the hypotheses here (default: beside the checkpoint, named after the test set).")
+                   ] = None,
     beam: BeamOpt = None,
     engine: EngineOpt = "torch",
 ) -> None:
-    """Evaluate on a held-out split: loss and perplexity; with --bleu, BLEU, chrF and the signature."""
-    from nmt.evaluate import evaluate_checkpoint
+    """Evaluate on a held-out split or a test set: loss and perplexity; with --bleu, BLEU, chrF and the signature."""
+    from nmt.evaluate import TestSpec, evaluate
 
     _setup_logging()
-    if split not in ("test", "valid"):
-        raise NmtError(f"--split must be test or valid (got {split!r})")
-    for line in evaluate_checkpoint(checkpoint, split, bleu, device, data, beam, engine):
+    spec = TestSpec(split, data, test, src, list(ref or []), testset, langpair)
+    for line in evaluate(list(checkpoints or []), spec, bleu, device, beam, engine, out):
         typer.echo(line)
 
 

@@ -73,6 +73,10 @@ class DataConfig:
     # of the training split when it is larger (SentencePiece's input_sentence_size)
     prepared_dir: str = "data/prepared"  # where `nmt prepare` keeps the split, encoded corpus (a folder a
     # corpus and data config)
+    valid: str | None = None  # a dev set in any form `path` takes: validation, early stopping and best.pt
+    # follow it, and the pairs the md5 split would have held out for validation go back to training
+    test: str | None = None  # a test set likewise: the test split (`nmt eval --split test`) is this file
+    drop_overlap: bool = True  # drop training pairs whose source is also in data.valid or data.test
 
     def __post_init__(self) -> None:
         _positive("data", min_freq=self.min_freq, vocab_size=self.vocab_size, subword_sample=self.subword_sample)

@@ -51,7 +51,9 @@ def corpus_exists(path: Path, cfg: DataConfig) -> bool:
 
 
 def resolve_corpus(cli_path: str | None, cfg: DataConfig, cache: Path | None = None) -> Path:
-    """Find the corpus: --data, then data.path, then $NMT_CORPUS, then the cache, then download."""
+    """Find the corpus: --data, then data.path, then $NMT_CORPUS, then the cache, then download.
+    The dev and test sets the config names (data.valid, data.test) must exist too."""
+    check_held_out(cfg)
     cache = cache if cache is not None else cache_path(cfg)
     candidates = [("--data", cli_path), ("data.path in the config", cfg.path),
                   (f"${ENV_VAR}", os.environ.get(ENV_VAR) or None)]
@@ -292,6 +294,36 @@ def load_splits(path: Path, num_pairs: int | None = None, cfg: DataConfig | None
     counter.finish(len(splits.train))
     splits.skipped = counter.skipped
     return splits
+
+
+def whole_pairs(path: Path, cfg: DataConfig, what: str = "a test set") -> list[Pair]:
+    """Every line of a small corpus (a dev or test set) as a pair, in the direction `cfg` gives;
+    such a set is used whole, so a line that holds no pair is an error naming it."""
+    if not corpus_exists(path, cfg):
+        raise DataError(f"{what} not found: {path}; give a tab-separated file, a zip holding one, or "
+                        f"PREFIX of PREFIX.{cfg.src_lang} and PREFIX.{cfg.tgt_lang}")
+    pairs = []
+    for number, first, second in PairReader(path, cfg):
+        found = split_pair(first, second, cfg) if first is not None and second is not None else None
+        if found is None:
+            raise DataError(f"{path}: line {number} holds no pair (no tab, or an empty side); {what} is "
+                            f"used whole, so fix or remove that line")
+        pairs.append(found[1])
+    if not pairs:
+        raise DataError(f"{path} is empty: {what} needs at least one pair")
+    return pairs
+
+
+def held_out_files(cfg: DataConfig) -> dict[str, Path]:
+    """The dev and test sets the config gives (data.valid, data.test), by split."""
+    return {split: Path(value).expanduser() for split in ("valid", "test") if (value := getattr(cfg, split))}
+
+
+def check_held_out(cfg: DataConfig) -> None:
+    for split, path in held_out_files(cfg).items():
+        if not corpus_exists(path, cfg):
+            raise DataError(f"data.{split} not found: {path}; give a tab-separated file, a zip holding one, "
+                            f"or PREFIX of PREFIX.{cfg.src_lang} and PREFIX.{cfg.tgt_lang}")
 
 
 def load_corpus(cli_path: str | None, cfg: DataConfig) -> tuple[Path, Splits]:

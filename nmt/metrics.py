@@ -62,6 +62,16 @@ def reference_streams(refs: Sequence[Sequence[str]]) -> list[list[str]]:
     return [[r[k] if k < len(r) else r[0] for r in refs] for k in range(width)]
 
 
+def sacrebleu_metrics(target_lang: str, tokenized: bool = False) -> dict[str, BLEU | CHRF]:
+    """sacreBLEU's BLEU (its tokenizer for `target_lang`, or none for the legacy tokenized form) and chrF."""
+    try:
+        bleu = BLEU(force=tokenized, trg_lang="" if tokenized else target_lang.split("-")[0].lower())
+    except (ImportError, RuntimeError) as e:  # ja-mecab and ko-mecab need packages of their own
+        raise NmtError(f"sacreBLEU's tokenizer for {target_lang!r} cannot load ({e}); "
+                       f"pip install 'sacrebleu[ja]' or 'sacrebleu[ko]'") from None
+    return {"BLEU": bleu, "chrF": CHRF()}
+
+
 def score(hyps: Sequence[str], refs: Sequence[Sequence[str]], tokenized: bool = False,
           target_lang: str = "") -> Scores:
     """Corpus BLEU and chrF. Standard BLEU takes sacreBLEU's tokenizer for `target_lang` where it
@@ -69,12 +79,7 @@ def score(hyps: Sequence[str], refs: Sequence[Sequence[str]], tokenized: bool = 
     form, whose punctuation is split off on purpose; force=True silences sacreBLEU's "forgot to
     detokenize" warning for exactly that."""
     streams = reference_streams(refs)
-    try:
-        bleu = BLEU(force=tokenized, trg_lang="" if tokenized else target_lang.split("-")[0].lower())
-    except (ImportError, RuntimeError) as e:  # ja-mecab and ko-mecab need packages of their own
-        raise NmtError(f"sacreBLEU's tokenizer for {target_lang!r} cannot load ({e}); "
-                       f"pip install 'sacrebleu[ja]' or 'sacrebleu[ko]'") from None
-    chrf = CHRF()
+    bleu, chrf = sacrebleu_metrics(target_lang, tokenized).values()
     bleu_score = bleu.corpus_score(list(hyps), streams)
     chrf_score = chrf.corpus_score(list(hyps), streams)
     return Scores(bleu_score.score, chrf_score.score, f"{bleu.get_signature()} | {chrf.get_signature()}")

@@ -30,7 +30,7 @@ from typing import Any
 import numpy as np
 
 from nmt.config import DataConfig
-from nmt.corpus import PairReader, SplitCounter, language_files
+from nmt.corpus import PairReader, SplitCounter, held_out_files, language_files, whole_pairs
 from nmt.indexed import IndexedArray, IndexedWriter, ids_dtype
 from nmt.meter import Meter
 from nmt.tokenizer import SubwordTokenizer, Tokenizer, WordTokenizer
@@ -49,7 +49,12 @@ POOL_FROM = 100_000  # sentences in a split: below, one process encodes faster t
 
 
 def shaping_config(cfg: DataConfig) -> dict[str, Any]:
-    return {key: getattr(cfg, key) for key in SHAPING}
+    shaping = {key: getattr(cfg, key) for key in SHAPING}
+    held_out = held_out_files(cfg)
+    if held_out:  # only then, so that folders prepared before these keys existed stay valid
+        shaping.update({split: str(path.resolve()) for split, path in held_out.items()},
+                       drop_overlap=cfg.drop_overlap)
+    return shaping
 
 
 def corpus_files(corpus: Path, cfg: DataConfig) -> list[Path]:
@@ -132,6 +137,10 @@ def stale_reason(folder: Path, corpus: Path, cfg: DataConfig, vocab: str | None)
         return f"{folder} was prepared for another data config{_config_diff(manifest.get('data') or {}, cfg)}"
     if reason := corpus_change(manifest["corpus"], corpus, cfg):
         return reason
+    for split, path in held_out_files(cfg).items():
+        stored = (manifest.get("held_out") or {}).get(split)
+        if stored is None or corpus_change(stored, path, cfg):
+            return f"data.{split} {path} changed since it was prepared"
     for name, stored in manifest["files"].items():
         path = folder / name
         if not path.is_file():
@@ -222,6 +231,7 @@ def prepare(corpus: Path, cfg: DataConfig, folder: Path, vocabularies: tuple[Tok
     tmp.mkdir(parents=True)
     try:
         corpus_print = fingerprint(corpus, cfg)
+        held_out_prints = {split: fingerprint(path, cfg) for split, path in held_out_files(cfg).items()}
         counts, src_words, tgt_words, digests = split_corpus(corpus, cfg, tmp, quiet)
         tokenizer, src_vocab, tgt_vocab = vocabularies or learn_vocabularies(cfg, tmp, src_words, tgt_words)
         tokenizer.save(tmp)
@@ -232,7 +242,8 @@ def prepare(corpus: Path, cfg: DataConfig, folder: Path, vocabularies: tuple[Tok
         digests.update(encode_splits(tmp, tokenizer, src_vocab, tgt_vocab, counts, quiet))
         files = {p.name: {**_stat(p), "sha256": digests.get(p.name) or _sha256(p)}
                  for p in sorted(tmp.iterdir())}
-        manifest = {"format": FORMAT, "corpus": corpus_print, "data": shaping_config(cfg), "vocab": vocab,
+        manifest = {"format": FORMAT, "corpus": corpus_print, "held_out": held_out_prints,
+                    "data": shaping_config(cfg), "vocab": vocab,
                     "counts": counts, "ids_dtype": np.dtype(ids_dtype(max(len(src_vocab), len(tgt_vocab)))).name,
                     "vocab_sizes": [len(src_vocab), len(tgt_vocab)], "files": files,
                     "seconds": round(time.monotonic() - start, 1)}
@@ -270,6 +281,9 @@ def split_corpus(corpus: Path, cfg: DataConfig, out: Path, quiet: bool
     tgt_words: Counter = Counter()
     counts = dict.fromkeys(SPLITS, 0)
     count_targets = cfg.tokenizer == "word"
+    held_out = {split: whole_pairs(path, cfg, f"data.{split}") for split, path in held_out_files(cfg).items()}
+    held_sources = {" ".join(pair.src) for pairs in held_out.values() for pair in pairs}
+    overlap_pairs, overlap_sources = 0, set()
     with Meter(reader.total_bytes, f"prepare {corpus_name(corpus)}: reading", "B", quiet, unit_scale=True) as meter:
         read = 0
         for number, first, second in reader:
@@ -282,6 +296,13 @@ def split_corpus(corpus: Path, cfg: DataConfig, out: Path, quiet: bool
             if found is None:
                 continue
             split, pair = found
+            if split in held_out:  # a given dev or test set replaces this split: its pairs train
+                split = "train"
+            if split == "train" and held_sources and (key := " ".join(pair.src)) in held_sources:
+                overlap_pairs += 1
+                overlap_sources.add(key)
+                if cfg.drop_overlap:  # a dev set must not grade what the model memorised
+                    continue
             counts[split] += 1
             src_text, tgt_text = pair.raw
             writers[split, "src"].add(src_text.encode("utf-8"))
@@ -290,12 +311,27 @@ def split_corpus(corpus: Path, cfg: DataConfig, out: Path, quiet: bool
                 src_words.update(pair.src)
                 if count_targets:
                     tgt_words.update(pair.tgt)
+    for split, pairs in held_out.items():
+        for pair in pairs:
+            src_text, tgt_text = pair.raw
+            writers[split, "src"].add(src_text.encode("utf-8"))
+            writers[split, "tgt"].add(tgt_text.encode("utf-8"))
+        counts[split] = len(pairs)
+        logger.info("data.%s %s: %s pairs, %s sources; the md5 split's %s pairs train instead", split,
+                    held_out_files(cfg)[split], f"{len(pairs):,}", f"{len({' '.join(p.src) for p in pairs}):,}",
+                    split)
+    if held_out:
+        action = "dropped from training (data.drop_overlap)" if cfg.drop_overlap else \
+            "kept in training (data.drop_overlap: false)"
+        logger.info("overlap: %s source(s) of data.valid/data.test also occur in the training corpus, in %s "
+                    "training pair(s), %s", f"{len(overlap_sources):,}", f"{overlap_pairs:,}", action)
     digests = {}
     for writer in writers.values():
         writer.close()
         digests.update(writer.digests)
     counter.finish(counts["train"])
     counts["skipped"] = counter.skipped
+    counts["overlap"] = overlap_pairs
     return counts, src_words, tgt_words, digests
 
 

@@ -53,11 +53,18 @@ class PreparedCorpus:
         return pairs
 
     def training_words(self, min_freq: int) -> Vocab:
-        """The source words seen at least `min_freq` times in the training split, as the word
-        tokenizer keeps them. Words outside it are what eval calls rare."""
-        counts = {}
-        with open(self.folder / "training_words.tsv", encoding="utf-8") as f:
-            for line in f:
-                word, count = line.rstrip("\n").rsplit("\t", 1)
-                counts[word] = int(count)
-        return Vocab.from_counts(counts, min_freq)
+        return training_words(self.folder / TRAINING_WORDS, min_freq)
+
+
+TRAINING_WORDS = "training_words.tsv"  # in a prepared folder, and copied into each run directory
+
+
+def training_words(path: Path, min_freq: int) -> Vocab:
+    """The source words seen at least `min_freq` times in the training split, as the word
+    tokenizer keeps them. Words outside it are what eval calls rare."""
+    counts = {}
+    with open(path, encoding="utf-8") as f:
+        for line in f:
+            word, count = line.rstrip("\n").rsplit("\t", 1)
+            counts[word] = int(count)
+    return Vocab.from_counts(counts, min_freq)

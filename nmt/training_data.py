@@ -6,6 +6,7 @@ from __future__ import annotations
 import logging
 import math
 import random
+import shutil
 import zlib
 from dataclasses import dataclass
 from pathlib import Path
@@ -22,7 +23,7 @@ from nmt.errors import NmtError
 from nmt.indexed import IndexedArray
 from nmt.metrics import References, group_references
 from nmt.prepare import ensure_prepared
-from nmt.prepared import PreparedCorpus
+from nmt.prepared import TRAINING_WORDS, PreparedCorpus
 from nmt.tokenizer import SubwordTokenizer, Tokenizer, load_tokenizer
 from nmt.vocab import Vocab
 
@@ -100,6 +101,8 @@ def load_data(cfg: Config, data_path: str | None, out_dir: Path, resume: dict | 
         tokenizer.save(out_dir)
         src_vocab.save(out_dir / "src_vocab.txt")
         tgt_vocab.save(out_dir / "tgt_vocab.txt")
+        # The rare-word subset of `nmt eval` on any test set is cut by the run's own training words.
+        shutil.copyfile(folder / TRAINING_WORDS, out_dir / TRAINING_WORDS)
         (out_dir / "config.yaml").write_text(yaml.safe_dump(cfg.to_dict(), sort_keys=False), encoding="utf-8")
     train = TrainingSet.from_stores(prepared.ids("train", "src"), prepared.ids("train", "tgt"), cfg.data.max_len,
                                     src_vocab.eos_id)
@@ -107,6 +110,10 @@ def load_data(cfg: Config, data_path: str | None, out_dir: Path, resume: dict | 
         raise NmtError(f"no training pair fits data.max_len={cfg.data.max_len}; raise it")
     logger.info("vocab (%s): %d source, %d target types | %s training pairs within data.max_len=%d",
                 cfg.data.tokenizer, len(src_vocab), len(tgt_vocab), f"{len(train):,}", cfg.data.max_len)
+    if cfg.data.valid:
+        logger.info("validating on data.valid %s: %s pairs (overlap with training: %s pair(s)%s)", cfg.data.valid,
+                    f"{counts['valid']:,}", f"{counts.get('overlap', 0):,}",
+                    ", dropped" if cfg.data.drop_overlap else ", kept")
     valid_pairs = prepared.pairs("valid", cfg.train.val_max_pairs)
     if len(valid_pairs) < counts["valid"]:
         logger.info("validation: %s of the %s valid pairs (train.val_max_pairs=%d)", f"{len(valid_pairs):,}",

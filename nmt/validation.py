@@ -13,6 +13,7 @@ from dataclasses import dataclass
 
 from nmt.data import Example
 from nmt.loss import validation_loss
+from nmt.meter import Meter
 from nmt.metrics import References, Scores, score
 from nmt.model import Seq2Seq
 from nmt.translator import Translation, Translator
@@ -33,10 +34,11 @@ def search_name(beam: int) -> str:
 
 
 def validate(translator: Translator, examples: Sequence[Example], references: References,
-             beam: int | None = None, loss_model: Seq2Seq | None = None) -> Validation:
+             beam: int | None = None, loss_model: Seq2Seq | None = None, meter: str | None = None) -> Validation:
     """The loss over `examples`, then `references`' sources translated (with `beam`, default the
     translator's decode.beam_size) and scored against all of their references. The loss is the
-    PyTorch model's: the translator's, or `loss_model` when the translator runs another engine."""
+    PyTorch model's: the translator's, or `loss_model` when the translator runs another engine.
+    `meter`: decode in chunks behind a progress bar of that name (`nmt eval` on long test sets)."""
     model, vocab = loss_model or translator.model, translator.tgt_vocab
     was_training = model.training
     model.eval()
@@ -44,7 +46,8 @@ def validate(translator: Translator, examples: Sequence[Example], references: Re
         loss = validation_loss(model, examples, translator.cfg.batch_size, vocab.pad_id, vocab.bos_id,
                                translator.device)
         start = time.perf_counter()
-        outputs = translator.translations(references.sources, beam)
+        outputs = (translator.translations(references.sources, beam) if meter is None
+                   else _translations_metered(translator, references.sources, beam, meter))
         seconds = time.perf_counter() - start
     finally:
         model.train(was_training)
@@ -52,3 +55,13 @@ def validate(translator: Translator, examples: Sequence[Example], references: Re
                      target_lang=translator.tokenizer.target_lang)
     legacy = score([t.tokenized for t in outputs], references.legacy_references, tokenized=True)
     return Validation(loss, standard, legacy, outputs, seconds)
+
+
+def _translations_metered(translator: Translator, sources: list[str], beam: int | None, desc: str) -> list[Translation]:
+    """The translations of `sources` in chunks of 32 batches, counted on a progress bar."""
+    chunk, outputs = 32 * translator.cfg.batch_size, []
+    with Meter(len(sources), desc, "sentences") as meter:
+        for start in range(0, len(sources), chunk):
+            outputs += translator.translations(sources[start: start + chunk], beam, first_line=start + 1)
+            meter.update(len(sources[start: start + chunk]))
+    return outputs

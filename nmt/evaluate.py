@@ -9,6 +9,7 @@ bootstrap resampling between models. Nothing here imports training.
 
 from __future__ import annotations
 
+import json
 import math
 import re
 from collections import Counter
@@ -24,7 +25,7 @@ from nmt.errors import DataError, NmtError
 from nmt.loss import validation_loss
 from nmt.metrics import group_references, reference_streams, sacrebleu_metrics, score
 from nmt.onnx_engine import engine_device
-from nmt.prepare import corpus_name, ensure_prepared
+from nmt.prepare import CORPUS_RECORD, corpus_name, ensure_prepared
 from nmt.prepared import TRAINING_WORDS, PreparedCorpus, training_words
 from nmt.testset import TestSet, from_corpus, from_files, from_sacrebleu
 from nmt.translator import Translator
@@ -85,7 +86,7 @@ def load_test_set(spec: TestSpec, loaded: LoadedModel) -> tuple[TestSet, str, Vo
         pairs = prepared.pairs(spec.split)
         if not pairs:
             raise DataError(f"the {spec.split} split of {corpus} is empty")
-        name = spec.split if spec.data is None else f"{spec.split}-split-of-{corpus_name(corpus)}"
+        name = spec.split if trained_on(loaded, corpus, spec.data) else f"{spec.split}-split-of-{corpus_name(corpus)}"
         given = getattr(data, spec.split) if spec.data is None else None  # the run's data.valid / data.test
         where = f"{spec.split} split of {corpus}" + (f" (data.{spec.split} {given})" if given else "")
         return TestSet(name, group_references(pairs), pairs), where, prepared.training_words(data.min_freq)
@@ -98,6 +99,16 @@ def load_test_set(spec: TestSpec, loaded: LoadedModel) -> tuple[TestSet, str, Vo
         langpair = spec.langpair or f"{data.source_lang}-{data.target_lang}"
         test, where = from_sacrebleu(spec.testset, langpair), f"sacreBLEU test set {spec.testset} ({langpair})"
     return test, where, run_training_words(loaded)
+
+
+def trained_on(loaded: LoadedModel, corpus: Path, data_path: str | None) -> bool:
+    """Whether `corpus` is the one the run trained on (its record; for older runs, when no --data
+    names another)."""
+    try:
+        return json.loads((loaded.path.parent / CORPUS_RECORD).read_text(encoding="utf-8"))["path"] == \
+            str(corpus.resolve())
+    except (OSError, ValueError, KeyError):
+        return data_path is None
 
 
 def run_training_words(loaded: LoadedModel) -> Vocab | None:

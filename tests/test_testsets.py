@@ -84,8 +84,13 @@ def test_the_test_split_through_files_scores_exactly_as_the_split(trained, split
     assert _scores(split) and _scores(split) == _scores(tsv) == _scores(streams)
     texts = [_hyp_file(lines).read_text(encoding="utf-8") for lines in (split, tsv, streams)]
     assert texts[0] == texts[1] == texts[2]
-    # Three evaluations, three files: none overwrote another's hypotheses.
-    assert len({_hyp_file(lines) for lines in (split, tsv, streams)}) == 3
+    # Three evaluations, three files: none overwrote another's hypotheses; nor does the split of
+    # another corpus, which the result line names.
+    other = Path("other.zip")
+    other.write_bytes(trained["corpus"].read_bytes())
+    foreign = _eval("-c", run, "--data", str(other), "--beam", "1")
+    assert any("test split of other.zip" in line for line in foreign)
+    assert len({_hyp_file(lines) for lines in (split, tsv, streams, foreign)}) == 4
 
 
 def test_the_sacrebleu_command_agrees_with_the_hypotheses_nmt_wrote(trained, split_files, tmp_path):

@@ -162,11 +162,11 @@ def train(cfg: Config, out_dir: Path, data_path: str | None = None, quiet: bool 
                         lr, used = run.optimizer.param_groups[0]["lr"], run.budget.progress(progress.step, total_steps)
                         window, figures = window.log(bar, progress.step, progress.epoch, lr, run.budget.elapsed(), used)
                         run.board.scalars(progress.step, figures)
-                    stop_reason = agree_to_stop(run, signals)  # every rank stops at the same step
-                    if signals.received is not None:
+                    stop_reason, signalled = agree_to_stop(run, signals)  # every rank stops at the same step
+                    if signalled is not None:
                         where = save(run) or f"in {run.out_dir}"
                         raise TrainingInterrupted(f"interrupted at step {progress.step}; saved {where}. Resume "
-                                                  f"with: nmt train --resume {run.out_dir}", signals.received)
+                                                  f"with: nmt train --resume {run.out_dir}", signalled)
                     if stop_reason:
                         logger.info("%s: stopping after step %d", stop_reason, progress.step)
                         validate_and_save(run, "budget")
@@ -210,19 +210,24 @@ def train_batch(run: Run, indices: np.ndarray, total_steps: int) -> tuple[torch.
     return loss, tokens
 
 
-def agree_to_stop(run: Run, signals: StopSignals) -> str | None:
-    """Why to stop after this step (the budget), if at all. Under torchrun the ranks agree on it,
-    on a signal any of them received, and on the clock, or one would wait for the others forever."""
+def agree_to_stop(run: Run, signals: StopSignals) -> tuple[str | None, int | None]:
+    """Why to stop after this step (the budget), if at all, and the signal to stop for. Under
+    torchrun the ranks agree on both, and on the clock, or one would wait for the others forever.
+    The signal is the one the ranks agreed on, never this rank's flag read again afterwards: a
+    SIGTERM that lands between the all-reduce and such a read would send this rank into the
+    checkpoint's all-gather while the others train on into the next step's gradient all-reduce,
+    and both would wait there until torchrun killed them (1 run in 25 of the SIGTERM test)."""
     stop_reason = run.budget.exhausted(run.progress.step)
     if not run.world.distributed:
-        return stop_reason
+        return stop_reason, signals.received
     signalled, out_of_budget, clocks = distributed.all_sum(
         [float(signals.received is not None), float(stop_reason is not None), run.budget.elapsed()],
         run.world, run.device)
     run.clock = clocks / run.world.size
     if signalled:
         signals.from_peer(signal.SIGTERM)
-    return stop_reason or ("another process reached the budget" if out_of_budget else None)
+    return stop_reason or ("another process reached the budget" if out_of_budget else None), (
+        signals.received if signalled else None)
 
 
 # Validation and checkpoints -----------------------------------------------------------------

@@ -55,16 +55,34 @@ def _config(root: Path, name: str, raw: dict, **train) -> Path:
     return path
 
 
-def _processes_with_argument(argument: str) -> list[str]:
-    """PIDs of running processes with `argument` on their command line (Linux /proc)."""
-    pids = []
-    for cmdline in Path("/proc").glob("[0-9]*/cmdline"):
+def _descendants(pid: int) -> set[int]:
+    """The live processes below `pid` (Linux /proc): here torchrun and its workers."""
+    children: dict[int, list[int]] = {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
         try:
-            if argument.encode() in cmdline.read_bytes().split(b"\0"):
-                pids.append(cmdline.parent.name)
+            fields = stat.read_text().rsplit(")", 1)[1].split()
         except OSError:  # the process ended while we looked
             continue
-    return pids
+        if fields[0] != "Z":
+            children.setdefault(int(fields[1]), []).append(int(stat.parent.name))
+    found, queue = set(), [pid]
+    while queue:
+        for child in children.get(queue.pop(), []):
+            found.add(child)
+            queue.append(child)
+    return found
+
+
+def _alive(pids: set[int]) -> set[int]:
+    """Those of `pids` still running (not ended, not a zombie)."""
+    alive = set()
+    for pid in pids:
+        try:
+            if Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z":
+                alive.add(pid)
+        except OSError:
+            continue
+    return alive
 
 
 def _free_port() -> int:
@@ -184,17 +202,53 @@ def test_sigterm_stops_all_processes_together_and_the_run_resumes(root):
     proc = subprocess.Popen([sys.executable, "-m", "nmt", "train", str(config), "--data", "toy.zip", "--out",
                              "signalled", "--nproc", "2", "--quiet"], cwd=root, stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True)
-    deadline = time.monotonic() + 120
-    while not list((root / "signalled").glob("ckpt-*.pt")) and time.monotonic() < deadline:
+    # Signal once the job is observably training: a checkpoint is written only after both ranks
+    # passed the save's all-gather, and torchrun and its two workers are known by pid. A launcher
+    # that ended before that fails here, with its stderr.
+    deadline, job = time.monotonic() + 120, set()
+    while proc.poll() is None and time.monotonic() < deadline:
+        job = _descendants(proc.pid)
+        if len(job) >= 3 and list((root / "signalled").glob("ckpt-*.pt")):
+            break
         time.sleep(0.1)
+    else:
+        proc.kill()
+        pytest.fail(f"the job ended (exit {proc.poll()}) or was not training after 120 s ({len(job)} processes) "
+                    f"before it was signalled:\n{proc.communicate(timeout=60)[1][-3000:]}")
     proc.send_signal(signal.SIGTERM)
     _, err = proc.communicate(timeout=120)
-    assert proc.returncode == 128 + signal.SIGTERM
-    assert err.count("Resume with: nmt train --resume signalled") == 1  # rank 0 speaks for the job
+    assert proc.returncode == 128 + signal.SIGTERM, err[-3000:]
+    assert err.count("Resume with: nmt train --resume signalled") == 1, err[-3000:]  # rank 0 speaks for the job
     step = int(err.split("interrupted at step ")[1].split(";")[0])
-    time.sleep(1)
-    assert not _processes_with_argument("signalled"), "workers kept training after the launcher was stopped"
+    # torchrun waits for its workers before it exits, and the launcher for torchrun: none is left.
+    assert not _alive(job), "workers kept running after the launcher was stopped"
     _nmt("train", "--resume", "signalled", "--data", "toy.zip", "--set", f"train.max_steps={step + 10}",
          "--nproc", 2, "--quiet", cwd=root)
     records = [json.loads(x) for x in (root / "signalled" / "metrics.jsonl").read_text().splitlines()]
     assert records[-1]["step"] == step + 10
+
+
+def test_a_signal_landing_after_the_ranks_agreed_waits_for_the_next_agreement(monkeypatch):
+    """The race behind the SIGTERM test's rare hang: a signal handled between the all-reduce and
+    the decision must not make this rank alone save (an all-gather) while its peer trains on."""
+    import signal
+    import types
+
+    from nmt import train as training
+    from nmt.stopping import Budget, StopSignals
+
+    signals = StopSignals()
+    sums = iter([[0.0, 0.0, 2.0], [1.0, 0.0, 2.0]])  # the second agreement counts this rank's flag
+
+    def all_sum_then_signal(values, world, device):
+        result = next(sums)
+        if not signals.received:
+            signals._handle(signal.SIGTERM, None)  # lands just after the ranks agreed
+        return result
+
+    monkeypatch.setattr(training.distributed, "all_sum", all_sum_then_signal)
+    run = types.SimpleNamespace(budget=Budget(0, 0), progress=types.SimpleNamespace(step=6), device="cpu",
+                                world=distributed.World(0, 2, launched=True), clock=0.0)
+    assert training.agree_to_stop(run, signals) == (None, None)  # the peers agreed to go on: so does this rank
+    assert signals.received == signal.SIGTERM
+    assert training.agree_to_stop(run, signals) == (None, signal.SIGTERM)  # all stop together, one step later

@@ -53,6 +53,15 @@ NprocOpt = Annotated[int, typer.Option(
     min=1, help="Data-parallel processes on this machine (runs torchrun --standalone; "
                 "global batch = N x train.batch_size).")]
 
+ValidOpt = Annotated[Optional[str], typer.Option(
+    "--valid", help="Your dev set (any form --data takes): validation, early stopping and best.pt follow it "
+                    "(data.valid).")]
+TestOpt = Annotated[Optional[str], typer.Option(
+    "--test", help="Your test set (any form --data takes): the run's test split (data.test).")]
+InitFromOpt = Annotated[Optional[str], typer.Option(
+    "--init-from", help="Start a new run from this run's (or checkpoint's) weights, tokenizer and vocabularies, "
+                        "with a fresh optimizer, schedule and budget: fine-tuning on --data.")]
+
 
 def _setup_logging(quiet: bool = False) -> None:
     """INFO to stderr (WARNING with --quiet); the root stays at INFO so train.log gets everything."""
@@ -92,11 +101,9 @@ def train(
     data: DataOpt = None,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress bar or log lines.")] = False,
     nproc: NprocOpt = 1,
-    valid: Annotated[Optional[str], typer.Option(
-        "--valid", help="Your dev set (any form --data takes): validation, early stopping and best.pt follow "
-                        "it (data.valid).")] = None,
-    test: Annotated[Optional[str], typer.Option(
-        "--test", help="Your test set (any form --data takes): the run's test split (data.test).")] = None,
+    valid: ValidOpt = None,
+    test: TestOpt = None,
+    init_from: InitFromOpt = None,
 ) -> None:
     """Train a model; writes config.yaml, vocabularies, metrics.jsonl, checkpoints, best.pt and last.pt."""
     from nmt import distributed, job
@@ -108,14 +115,15 @@ def train(
         [f"data.valid={valid}"] if valid is not None else []) + ([f"data.test={test}"] if test is not None else [])
     _setup_logging(quiet)  # finding (or downloading) the corpus may log before training starts
     if nproc > 1:  # bad arguments fail here, in one line, not N times inside torchrun's report
-        job.check_job(target, resume, overrides, data)
+        job.check_job(target, resume, overrides, data, init_from)
         raise typer.Exit(code=distributed.launch(nproc, sys.argv[1:]))
-    started = job.start_job(target, resume, overrides, out, data)
+    started = job.start_job(target, resume, overrides, out, data, init_from)
     quiet = quiet or not started.world.is_main  # rank 0 speaks for the job
     finished = False
     try:
         with _training_log(started.out_dir, quiet, started.world.is_main):
-            run_training(started.cfg, started.out_dir, data, quiet, resume=started.resume, world=started.world)
+            run_training(started.cfg, started.out_dir, started.data_path, quiet, resume=started.resume,
+                         world=started.world, parent=started.parent)
         finished = True
     except TrainingInterrupted as e:
         if started.world.is_main:

@@ -172,6 +172,8 @@ class TrainConfig:
     # is what translate, eval and serve use)
     patience: int = 0  # stop after this many validations without a better BLEU; 0: no early stopping
     tensorboard: bool = False  # TensorBoard curves in RUN/tensorboard/ (pip install -e ".[tensorboard]")
+    init_from: str | None = None  # set by `nmt train --init-from`: the parent checkpoint this run started from
+    init_from_sha256: str | None = None  # ... and its sha256
 
     def __post_init__(self) -> None:
         _positive("train", batch_size=self.batch_size, lr=self.lr, epochs=self.epochs, log_every=self.log_every,

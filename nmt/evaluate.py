@@ -22,6 +22,7 @@ from nmt.checkpoint import BEST, LoadedModel, load_model
 from nmt.corpus import resolve_corpus
 from nmt.data import encode_pairs
 from nmt.errors import DataError, NmtError
+from nmt.finetune import describe
 from nmt.loss import validation_loss
 from nmt.metrics import group_references, reference_streams, sacrebleu_metrics, score
 from nmt.onnx_engine import engine_device
@@ -177,7 +178,7 @@ def evaluate_one(loaded: LoadedModel, device: torch.device, test: TestSet, where
     examples = encode_pairs(test.pairs, loaded.src_vocab, loaded.tgt_vocab, tokenizer=tokenizer)
     head = (f"checkpoint {loaded.path} ({tokenizer.kind} tokenizer, {tokenizer.source_lang} -> "
             f"{tokenizer.target_lang}) | {where}: {len(refs.sources):,} sources, {len(test.pairs):,} pairs"
-            + ("" if engine == "torch" else f" | decoded with --engine {engine}"))
+            + ("" if engine == "torch" else f" | decoded with --engine {engine}") + describe(loaded.cfg))
     unit = f"(per {tokenizer.kind} token)"
     if not bleu:
         vocab = loaded.tgt_vocab

@@ -241,7 +241,8 @@ def server_info(loaded: LoadedModel, device_name: str, engine: str = "torch") ->
             "val_bleu": best.get("val_bleu"), "device": device_name, "engine": engine,
             "precision": "int8" if engine == "onnx" else "fp32",
             "trained_in": loaded.cfg.train.precision, "tokenizer": loaded.tokenizer.kind,
-            "source_lang": loaded.tokenizer.source_lang, "target_lang": loaded.tokenizer.target_lang}
+            "source_lang": loaded.tokenizer.source_lang, "target_lang": loaded.tokenizer.target_lang,
+            "init_from": loaded.cfg.train.init_from, "init_from_sha256": loaded.cfg.train.init_from_sha256}
 
 
 def bind(host: str, port: int) -> socket.socket:

@@ -23,11 +23,12 @@ import torch
 from tqdm import tqdm
 
 from nmt import distributed, runtime
-from nmt.averaging import ExponentialAverage
+from nmt.averaging import ExponentialAverage, load_averaged
 from nmt.board import Board
 from nmt.checkpoint import BEST, checkpoint_state, publish, save_rotating, truncate_metrics
 from nmt.config import Config
 from nmt.errors import NmtError
+from nmt.finetune import Parent
 from nmt.measured_precision import settle_precision
 from nmt.meter import on_terminal
 from nmt.model import Seq2Seq, build_model
@@ -94,16 +95,17 @@ class Run:
 
 
 def setup(cfg: Config, out_dir: Path, data_path: str | None = None, resume: dict | None = None,
-          world: distributed.World = distributed.SINGLE, quiet: bool = False) -> Run:
+          world: distributed.World = distributed.SINGLE, quiet: bool = False, parent: Parent | None = None) -> Run:
     """Everything the loop needs, in order: seeds, runtime, data, model and optimizer, and with
-    `resume` the checkpoint's weights, optimizer, position and RNG states."""
+    `resume` the checkpoint's weights, optimizer, position and RNG states; with `parent` its
+    weights (averaged, where it kept an average) and vocabularies, and nothing else."""
     seed_everything(cfg.train.seed)
     board = Board(out_dir if cfg.train.tensorboard and world.is_main else None,
                   resume["progress"]["step"] if resume else 0)  # before the data: a missing package fails at once
     runtime.configure(cfg.train.threads)
     requested = cfg.train.precision
     device, cfg = resolve_runtime(cfg, world)
-    data = load_data(cfg, data_path, out_dir, resume, world, quiet)
+    data = load_data(cfg, data_path, out_dir, resume, world, quiet, parent.vocabularies() if parent else None)
     first_epoch = epoch_batches(data, cfg, 1, world)
     cfg, precision = settle_precision(cfg, requested, device, data, first_epoch, world)
     logger.info("device %s, %s, %d threads", device, precision, torch.get_num_threads())
@@ -117,6 +119,13 @@ def setup(cfg: Config, out_dir: Path, data_path: str | None = None, resume: dict
                 len(first_epoch))
     schedule, progress = LRSchedule(cfg.train), Progress()
     elapsed = 0.0
+    if parent is not None:
+        model.load_state_dict(parent.state["model"])
+        if parent.state.get("ema"):
+            load_averaged(model, parent.state["ema"])
+        logger.info("initialised from %s (sha256 %s): its %sweights, tokenizer and vocabularies; optimizer, "
+                    "schedule, progress and budget start fresh", parent.path, parent.sha256[:12],
+                    "averaged " if parent.state.get("ema") else "")
     if resume is not None:
         elapsed = restore(resume, model, optimizer, schedule, progress, world, out_dir)
     ema = ExponentialAverage(model, cfg.train.ema_decay) if cfg.train.ema_decay else None
@@ -131,11 +140,12 @@ def setup(cfg: Config, out_dir: Path, data_path: str | None = None, resume: dict
 # The loop ------------------------------------------------------------------------------------
 
 def train(cfg: Config, out_dir: Path, data_path: str | None = None, quiet: bool = False,
-          resume: dict | None = None, world: distributed.World = distributed.SINGLE) -> dict:
-    """Train `cfg` into `out_dir` (or continue the checkpoint `resume`) until the epochs, the budget,
-    early stopping or a signal end it; returns the best validation record. Under torchrun, pass
-    this process's `world` (`distributed.init`)."""
-    run = setup(cfg, out_dir, data_path, resume, world, quiet)
+          resume: dict | None = None, world: distributed.World = distributed.SINGLE, parent: Parent | None = None
+          ) -> dict:
+    """Train `cfg` into `out_dir` (or continue the checkpoint `resume`, or start from `parent`'s
+    weights) until the epochs, the budget, early stopping or a signal end it; returns the best
+    validation record. Under torchrun, pass this process's `world` (`distributed.init`)."""
+    run = setup(cfg, out_dir, data_path, resume, world, quiet, parent)
     cfg, progress, train_cfg = run.cfg, run.progress, run.cfg.train
     if spent := run.budget.exhausted(progress.step):
         logger.warning("nothing to train: %s; raise it (--set train.max_steps=N or --max-minutes M) "
@@ -290,6 +300,7 @@ def save(run: Run) -> Path | None:
         return None
     data = run.data
     state = checkpoint_state(run.model, run.optimizer, run.cfg, data.src_vocab, data.tgt_vocab, progress)
+    state["corpus"] = data.corpus  # what --resume must continue on
     if run.ema is not None:
         state["ema"] = run.ema.state_dict(run.model)
     return save_rotating(run.out_dir, state, run.progress.step, run.cfg.train.keep_last)

@@ -41,6 +41,7 @@ class TrainingData:
     references: References  # a fixed subset of the valid sources: the validation BLEU
     texts: tuple[IndexedArray, IndexedArray] | None  # the training split's raw text, where re-segmenting needs it
     cfg: DataConfig
+    corpus: dict | None = None  # the corpus's fingerprint (nmt.prepare.fingerprint), kept in checkpoints
 
     def batch(self, rows: np.ndarray, draw: str) -> Batch:
         """The examples at `rows` of the training set as a batch. With data.copy_augment and
@@ -80,12 +81,14 @@ class TrainingData:
 
 
 def load_data(cfg: Config, data_path: str | None, out_dir: Path, resume: dict | None,
-              world: distributed.World, quiet: bool = False) -> TrainingData:
+              world: distributed.World, quiet: bool = False,
+              inherited: tuple[Tokenizer, Vocab, Vocab] | None = None) -> TrainingData:
     """The prepared corpus (prepared now if missing or stale: one process a machine prepares, the
-    others wait for it), the vocabularies (saved in `out_dir`, or the checkpoint's when resuming)
-    and the splits: training ids mapped from disk, validation in memory."""
+    others wait for it), the vocabularies (learned, the checkpoint's when resuming, or the
+    `inherited` ones of an --init-from parent; saved in `out_dir`) and the splits: training ids
+    mapped from disk, validation in memory."""
     corpus = resolve_corpus(data_path, cfg.data)
-    fixed = None
+    fixed = inherited
     if resume is not None:
         src_vocab, tgt_vocab = Vocab(resume["src_vocab"]), Vocab(resume["tgt_vocab"])
         fixed = (load_tokenizer(cfg.data, out_dir, src_vocab, tgt_vocab), src_vocab, tgt_vocab)
@@ -96,6 +99,7 @@ def load_data(cfg: Config, data_path: str | None, out_dir: Path, resume: dict | 
     prepared = PreparedCorpus(folder, cfg.data)
     tokenizer, src_vocab, tgt_vocab = fixed or prepared.vocabularies()
     counts = prepared.counts
+    corpus_print = fingerprint(corpus, cfg.data)
     logger.info("corpus %s (%s -> %s): train %s | valid %s | test %s pairs", corpus, cfg.data.source_lang,
                 cfg.data.target_lang, f"{counts['train']:,}", f"{counts['valid']:,}", f"{counts['test']:,}")
     if resume is None and world.is_main:
@@ -104,7 +108,7 @@ def load_data(cfg: Config, data_path: str | None, out_dir: Path, resume: dict | 
         tgt_vocab.save(out_dir / "tgt_vocab.txt")
         # The rare-word subset of `nmt eval` on any test set is cut by the run's own training words.
         shutil.copyfile(folder / TRAINING_WORDS, out_dir / TRAINING_WORDS)
-        (out_dir / CORPUS_RECORD).write_text(json.dumps(fingerprint(corpus, cfg.data), indent=1), encoding="utf-8")
+        (out_dir / CORPUS_RECORD).write_text(json.dumps(corpus_print, indent=1), encoding="utf-8")
         (out_dir / "config.yaml").write_text(yaml.safe_dump(cfg.to_dict(), sort_keys=False), encoding="utf-8")
     train = TrainingSet.from_stores(prepared.ids("train", "src"), prepared.ids("train", "tgt"), cfg.data.max_len,
                                     src_vocab.eos_id)
@@ -128,4 +132,4 @@ def load_data(cfg: Config, data_path: str | None, out_dir: Path, resume: dict | 
     return TrainingData(tokenizer, src_vocab, tgt_vocab, train,
                         encode_pairs(valid_pairs, src_vocab, tgt_vocab, tokenizer=tokenizer),
                         references.subset([i % every == 0 for i in range(len(references.sources))]),
-                        texts, cfg.data)
+                        texts, cfg.data, corpus_print)

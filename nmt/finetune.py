@@ -9,15 +9,15 @@ config (train.init_from and its sha256), so every checkpoint of the child names 
 
 from __future__ import annotations
 
-import hashlib
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 
 from nmt.checkpoint import read_checkpoint, resolve_checkpoint
-from nmt.config import Config, apply_overrides, config_from_dict
+from nmt.config import Config, apply_overrides, config_from_dict, load_config
 from nmt.errors import CheckpointError, ConfigError, NmtError
+from nmt.prepare import file_sha256
 from nmt.tokenizer import Tokenizer, load_tokenizer
 from nmt.vocab import Vocab
 
@@ -36,14 +36,6 @@ class Parent:
     def vocabularies(self) -> tuple[Tokenizer, Vocab, Vocab]:
         src_vocab, tgt_vocab = Vocab(self.state["src_vocab"]), Vocab(self.state["tgt_vocab"])
         return load_tokenizer(self.cfg.data, self.path.parent, src_vocab, tgt_vocab), src_vocab, tgt_vocab
-
-
-def file_sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as f:
-        while block := f.read(1 << 22):
-            digest.update(block)
-    return digest.hexdigest()
 
 
 def load_parent(init_from: str) -> Parent:
@@ -69,8 +61,6 @@ def child_config(parent: Parent, config_path: Path | None, overrides: list[str])
     if config_path is None:
         raw = {**parent_raw, "train": {**parent_raw["train"], "precision": "auto"}}  # measured anew on this machine
     else:
-        from nmt.config import load_config
-
         given = load_config(config_path).to_dict()
         _refuse_changes(parent_raw, given, str(config_path))
         raw = {**given, "model": parent_raw["model"]}

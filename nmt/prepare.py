@@ -149,12 +149,12 @@ def stale_reason(folder: Path, corpus: Path, cfg: DataConfig, vocab: str | None)
         now = _stat(path)
         if now["size"] != stored["size"]:
             return f"{name} is truncated or grown ({now['size']:,} bytes, the manifest says {stored['size']:,})"
-        if now["mtime_ns"] != stored["mtime_ns"] and _sha256(path) != stored["sha256"]:
+        if now["mtime_ns"] != stored["mtime_ns"] and file_sha256(path) != stored["sha256"]:
             return f"{name} is corrupt (its sha256 differs from the manifest's)"
     return None
 
 
-def _sha256(path: Path) -> str:
+def file_sha256(path: Path) -> str:
     digest = hashlib.sha256()
     with open(path, "rb") as f:
         while block := f.read(1 << 22):
@@ -241,7 +241,7 @@ def prepare(corpus: Path, cfg: DataConfig, folder: Path, vocabularies: tuple[Tok
         (tmp / "training_words.tsv").write_text("".join(f"{w}\t{c}\n" for w, c in sorted(
             src_words.items(), key=lambda wc: (-wc[1], wc[0]))), encoding="utf-8")
         digests.update(encode_splits(tmp, tokenizer, src_vocab, tgt_vocab, counts, quiet))
-        files = {p.name: {**_stat(p), "sha256": digests.get(p.name) or _sha256(p)}
+        files = {p.name: {**_stat(p), "sha256": digests.get(p.name) or file_sha256(p)}
                  for p in sorted(tmp.iterdir())}
         manifest = {"format": FORMAT, "corpus": corpus_print, "held_out": held_out_prints,
                     "data": shaping_config(cfg), "vocab": vocab,

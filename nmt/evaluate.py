@@ -9,7 +9,6 @@ bootstrap resampling between models. Nothing here imports training.
 
 from __future__ import annotations
 
-import json
 import math
 import re
 from collections import Counter
@@ -26,7 +25,7 @@ from nmt.finetune import describe
 from nmt.loss import validation_loss
 from nmt.metrics import group_references, reference_streams, sacrebleu_metrics, score
 from nmt.onnx_engine import engine_device
-from nmt.prepare import CORPUS_RECORD, corpus_name, ensure_prepared
+from nmt.prepare import corpus_name, ensure_prepared
 from nmt.prepared import TRAINING_WORDS, PreparedCorpus, training_words
 from nmt.testset import TestSet, from_corpus, from_files, from_sacrebleu
 from nmt.translator import Translator
@@ -103,13 +102,10 @@ def load_test_set(spec: TestSpec, loaded: LoadedModel) -> tuple[TestSet, str, Vo
 
 
 def trained_on(loaded: LoadedModel, corpus: Path, data_path: str | None) -> bool:
-    """Whether `corpus` is the one the run trained on (its record; for older runs, when no --data
-    names another)."""
-    try:
-        return json.loads((loaded.path.parent / CORPUS_RECORD).read_text(encoding="utf-8"))["path"] == \
-            str(corpus.resolve())
-    except (OSError, ValueError, KeyError):
-        return data_path is None
+    """Whether `corpus` is the one the run trained on (the fingerprint its checkpoints record; for
+    older checkpoints, when no --data names another)."""
+    recorded = loaded.state.get("corpus")
+    return recorded["path"] == str(corpus.resolve()) if recorded else data_path is None
 
 
 def run_training_words(loaded: LoadedModel) -> Vocab | None:

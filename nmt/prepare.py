@@ -40,7 +40,6 @@ logger = logging.getLogger(__name__)
 
 FORMAT = 1  # raise when the files or their meaning change: older folders are then rebuilt
 MANIFEST = "manifest.json"
-CORPUS_RECORD = "corpus.json"  # in a run directory: the fingerprint of the corpus it trained on
 SPLITS, SIDES = ("train", "valid", "test"), ("src", "tgt")
 # The data config keys that shape the prepared files (not max_len: pairs are filtered when read).
 SHAPING = ("src_lang", "tgt_lang", "reverse", "num_pairs", "min_freq", "tokenizer", "vocab_size", "subword_type",

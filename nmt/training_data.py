@@ -3,7 +3,6 @@ run's own), the training pairs on disk and their batches, and the validation pai
 
 from __future__ import annotations
 
-import json
 import logging
 import math
 import random
@@ -23,7 +22,7 @@ from nmt.data import Batch, Example, TrainingSet, collate, encode_pairs, fits
 from nmt.errors import NmtError
 from nmt.indexed import IndexedArray
 from nmt.metrics import References, group_references
-from nmt.prepare import CORPUS_RECORD, ensure_prepared, fingerprint
+from nmt.prepare import ensure_prepared, fingerprint
 from nmt.prepared import TRAINING_WORDS, PreparedCorpus
 from nmt.tokenizer import SubwordTokenizer, Tokenizer, load_tokenizer
 from nmt.vocab import Vocab
@@ -108,7 +107,6 @@ def load_data(cfg: Config, data_path: str | None, out_dir: Path, resume: dict | 
         tgt_vocab.save(out_dir / "tgt_vocab.txt")
         # The rare-word subset of `nmt eval` on any test set is cut by the run's own training words.
         shutil.copyfile(folder / TRAINING_WORDS, out_dir / TRAINING_WORDS)
-        (out_dir / CORPUS_RECORD).write_text(json.dumps(corpus_print, indent=1), encoding="utf-8")
         (out_dir / "config.yaml").write_text(yaml.safe_dump(cfg.to_dict(), sort_keys=False), encoding="utf-8")
     train = TrainingSet.from_stores(prepared.ids("train", "src"), prepared.ids("train", "tgt"), cfg.data.max_len,
                                     src_vocab.eos_id)

@@ -22,7 +22,7 @@ from nmt.data import Batch, Example, TrainingSet, collate, encode_pairs, fits
 from nmt.errors import NmtError
 from nmt.indexed import IndexedArray
 from nmt.metrics import References, group_references
-from nmt.prepare import ensure_prepared, fingerprint
+from nmt.prepare import ensure_prepared
 from nmt.prepared import TRAINING_WORDS, PreparedCorpus
 from nmt.tokenizer import SubwordTokenizer, Tokenizer, load_tokenizer
 from nmt.vocab import Vocab
@@ -98,7 +98,7 @@ def load_data(cfg: Config, data_path: str | None, out_dir: Path, resume: dict | 
     prepared = PreparedCorpus(folder, cfg.data)
     tokenizer, src_vocab, tgt_vocab = fixed or prepared.vocabularies()
     counts = prepared.counts
-    corpus_print = fingerprint(corpus, cfg.data)
+    corpus_print = prepared.manifest["corpus"]  # checked against the corpus as the folder was accepted
     logger.info("corpus %s (%s -> %s): train %s | valid %s | test %s pairs", corpus, cfg.data.source_lang,
                 cfg.data.target_lang, f"{counts['train']:,}", f"{counts['valid']:,}", f"{counts['test']:,}")
     if resume is None and world.is_main:

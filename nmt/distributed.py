@@ -11,6 +11,7 @@ import os
 import signal
 import subprocess
 import sys
+import tempfile
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
@@ -142,8 +143,10 @@ def launch(nproc: int, argv: list[str]) -> int:
             skip = True
             continue
         args.append(arg)
+    # torchrun would leave an empty torchelastic_* folder in /tmp at every launch: give it one we remove.
+    logs = tempfile.TemporaryDirectory(prefix="nmt-torchrun-")
     command = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={nproc}",
-               "-m", "nmt", *args]
+               f"--log-dir={logs.name}", "-m", "nmt", *args]
     launcher = subprocess.Popen(command)
     forwarded: list[int] = []
 
@@ -160,3 +163,4 @@ def launch(nproc: int, argv: list[str]) -> int:
     finally:
         for signum, handler in previous.items():
             signal.signal(signum, handler)
+        logs.cleanup()

@@ -26,7 +26,8 @@ WITH_DROPOUT = {**BASE, "model": {**BASE["model"], "dropout": 0.3}}  # resume mu
 
 
 def _torchrun(*args, cwd, timeout=300):
-    proc = subprocess.run([sys.executable, "-m", "torch.distributed.run", *map(str, args)], cwd=cwd,
+    proc = subprocess.run([sys.executable, "-m", "torch.distributed.run", f"--log-dir={cwd}/torchrun-logs",
+                           *map(str, args)], cwd=cwd,
                           capture_output=True, text=True, timeout=timeout)
     assert proc.returncode == 0, proc.stderr[-3000:]
     return proc
@@ -173,7 +174,7 @@ def test_two_nodes_on_loopback_train_together(root, ddp_dropout_run):
     port = _free_port()
     nodes = [subprocess.Popen(
         [sys.executable, "-m", "torch.distributed.run", "--nnodes=2", f"--node_rank={rank}", "--nproc_per_node=1",
-         "--master_addr=127.0.0.1", f"--master_port={port}", "-m", "nmt", "train", str(config), "--data",
+         f"--log-dir={root}/torchrun-logs", "--master_addr=127.0.0.1", f"--master_port={port}", "-m", "nmt", "train", str(config), "--data",
          "toy.zip", "--out", "two-nodes", "--quiet"],
         cwd=root, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for rank in (0, 1)]
     for node in nodes:

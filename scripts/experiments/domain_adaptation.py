@@ -6,11 +6,13 @@ dev, 85% train. The general model trains on every other pair (configs/default.ya
 then, on the domain's train part, a fine-tuned model (configs/finetune.yaml --init-from the
 general one, FT_MINUTES) and a model from scratch for the same minutes (the default model with a
 vocabulary the small corpus can fill), and with --mix a fine-tuned model on the domain plus as
-many general pairs. All are scored with `nmt eval --bleu -c ... -c ...` (beam 5, paired
-bootstrap against the general model) on the domain test part and on the general test split.
+many general pairs; with --ablate, fine-tuned models with one of configs/finetune.yaml's choices
+changed (the parent's learning rate, no warm-up, 2 minutes). All are scored with `nmt eval --bleu
+-c ... -c ...` (beam 5, paired bootstrap against the general model) on the domain test part and on
+the general test split.
 
     python scripts/experiments/domain_adaptation.py                    # 30 + 5 minutes, about 45 in all
-    python scripts/experiments/domain_adaptation.py --minutes 10 --ft-minutes 3 --mix
+    python scripts/experiments/domain_adaptation.py --minutes 10 --ft-minutes 3 --mix --ablate
 
 Data goes to data/domain/ (ignored by git), runs to runs/domain/; finished runs are kept and
 skipped. The corpus is found as nmt finds it (--corpus, $NMT_CORPUS, data/fra-eng.zip).
@@ -116,12 +118,14 @@ def main() -> None:
     parser.add_argument("--ft-minutes", type=float, default=5.0, help="fine-tuning, and training from scratch")
     parser.add_argument("--threads", type=int, default=0, help="train.threads of every run (0: torch's default)")
     parser.add_argument("--mix", action="store_true", help="also fine-tune on the domain plus as many general pairs")
+    parser.add_argument("--ablate", action="store_true",
+                        help="also fine-tune with the parent's learning rate, without warm-up, and for 2 minutes")
     parser.add_argument("--out", default="runs/domain")
     args = parser.parse_args()
     os.chdir(REPO)
     files = carve(Path(args.corpus), Path("data/domain"))
     out, threads = Path(args.out), ["--set", f"train.threads={args.threads}"]
-    base, tuned, scratch, mixed = out / "general", out / "finetuned", out / "scratch", out / "finetuned-mix"
+    base, tuned, scratch = out / "general", out / "finetuned", out / "scratch"
     train(base, "configs/default.yaml", "--data", str(files["general"]), "--max-minutes", str(args.minutes), *threads)
     domain = ["--valid", str(files["food-dev"]), "--max-minutes", str(args.ft_minutes), *threads]
     train(tuned, "configs/finetune.yaml", "--init-from", str(base), "--data", str(files["food-train"]), *domain)
@@ -130,9 +134,17 @@ def main() -> None:
     train(scratch, "configs/default.yaml", "--data", str(files["food-train"]), "--set", "data.vocab_size=2000",
           "--set", "train.eval_every=200", *domain)
     models = [base, tuned, scratch]
-    if args.mix:
-        train(mixed, "configs/finetune.yaml", "--init-from", str(base), "--data", str(files["food-mix"]), *domain)
-        models.append(mixed)
+    variants = {}
+    if args.mix:  # as many general pairs as domain pairs beside them: does it forget less?
+        variants["finetuned-mix"] = ["--data", str(files["food-mix"])]
+    if args.ablate:  # configs/finetune.yaml's choices, one changed at a time
+        variants["finetuned-lr0.002"] = ["--set", "train.lr=0.002"]  # the parent's peak rate
+        variants["finetuned-no-warmup"] = ["--set", "train.warmup_steps=0"]
+        variants["finetuned-2min"] = ["--max-minutes", str(min(2.0, args.ft_minutes))]  # fewer steps
+    for name, changes in variants.items():
+        data = [] if "--data" in changes else ["--data", str(files["food-train"])]
+        train(out / name, "configs/finetune.yaml", "--init-from", str(base), *data, *domain, *changes)
+        models.append(out / name)
     checkpoints = [arg for m in models for arg in ("-c", str(m))]
     domain_report = nmt("eval", "--bleu", *checkpoints, "--test", str(files["food-test"]))
     general_report = nmt("eval", "--bleu", *checkpoints, "--data", str(files["general"]))

@@ -244,8 +244,9 @@ def _translate_with_attention(translator, sentences: list[str], plot: Optional[P
     from nmt.visualize import attention_table, plot_attention
 
     for sentence in sentences:
-        src_tokens, out_tokens, weights = translator.attention(sentence, beam=beam)
-        typer.echo(translator.tokenizer.target_text([t for t in out_tokens if t != "<eos>"]))
+        best = translator.translations([sentence], beam)[0]
+        src_tokens, out_tokens, weights = translator.attention(sentence, best.tokens)
+        typer.echo(best.text)
         if show:
             typer.echo(attention_table(src_tokens, out_tokens, weights))
         if plot:

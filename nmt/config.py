@@ -77,6 +77,8 @@ class DataConfig:
     # follow it, and the pairs the md5 split would have held out for validation go back to training
     test: str | None = None  # a test set likewise: the test split (`nmt eval --split test`) is this file
     drop_overlap: bool = True  # drop training pairs whose source is also in data.valid or data.test
+    protect: bool = False  # subword: numbers become placeholders the model moves and the translator
+    # restores exactly, in the target's conventions (nmt/protect.py)
 
     def __post_init__(self) -> None:
         _positive("data", min_freq=self.min_freq, vocab_size=self.vocab_size, subword_sample=self.subword_sample)
@@ -97,6 +99,9 @@ class DataConfig:
         if self.copy_augment and self.tokenizer != "subword":
             raise ConfigError("data.copy_augment needs data.tokenizer: subword (a word vocabulary "
                               "has no pieces to spell a random name with)")
+        if self.protect and self.tokenizer != "subword":
+            raise ConfigError("data.protect needs data.tokenizer: subword (its placeholders are pieces of "
+                              "a SentencePiece model)")
         if self.src_lang == self.tgt_lang:
             raise ConfigError(f"data.src_lang and data.tgt_lang must differ (both {self.src_lang!r})")
 

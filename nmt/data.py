@@ -45,8 +45,10 @@ def pair_tokens(pairs: Sequence[Pair], tokenizer: Tokenizer | None) -> tuple[lis
     """Both sides' tokens: the corpus's word tokens, or the tokenizer's pieces of the raw text."""
     if tokenizer is None or tokenizer.kind == "word":
         return [p.src for p in pairs], [p.tgt for p in pairs]
-    return (tokenizer.source_tokens([p.raw[0] for p in pairs]),
-            tokenizer.target_tokens([p.raw[1] for p in pairs]))
+    src, tgt = [p.raw[0] for p in pairs], [p.raw[1] for p in pairs]
+    if tokenizer.protector:  # data.protect: numbers as placeholders, as the model trained
+        src, tgt = tokenizer.protector.protect_pairs(src, tgt)
+    return tokenizer.source_tokens(src), tokenizer.target_tokens(tgt)
 
 
 def encode_pairs(pairs: Sequence[Pair], src_vocab: Vocab, tgt_vocab: Vocab,

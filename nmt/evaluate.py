@@ -3,7 +3,7 @@ test set (`nmt.testset`); with several checkpoints, whether their differences ar
 
 The data flows one way: config and checkpoint -> test set -> `validation.validate` (the routine
 training validates with) -> the extras only evaluation reports: the rare-word subset, the
-shares of outputs with <unk> and of numbers copied, the hypotheses file, and sacreBLEU's paired
+shares of outputs with <unk>, of numbers copied and of numbers invented, the hypotheses file, and sacreBLEU's paired
 bootstrap resampling between models. Nothing here imports training.
 """
 
@@ -74,6 +74,12 @@ def numbers_copied(source: str, output: str) -> bool:
     """Whether every run of digits in `source` comes out unchanged in `output` (as often as it occurs):
     3 -> 3, 1987 -> 1987, 10:30 -> 10 h 30; not 1987 -> 1978, nor 3 -> trois."""
     return not Counter(_NUMBER.findall(source)) - Counter(_NUMBER.findall(output))
+
+
+def numbers_invented(source: str, output: str) -> bool:
+    """Whether `output` prints a run of digits `source` does not hold (or more often than it does):
+    3 -> 30, 7:45 -> 7h30; the source's numbers in another form (30,000 -> 30 000) are not invented."""
+    return bool(Counter(_NUMBER.findall(output)) - Counter(_NUMBER.findall(source)))
 
 
 def load_test_set(spec: TestSpec, loaded: LoadedModel) -> tuple[TestSet, str, Vocab | None]:
@@ -211,6 +217,9 @@ def evaluate_one(loaded: LoadedModel, device: torch.device, test: TestSet, where
         copied = sum(numbers_copied(src, hyp) for src, hyp in with_digits)
         lines.append(f"numbers copied: {copied:,} of {len(with_digits):,} sources with digits "
                      f"({100 * copied / len(with_digits):.1f}%) keep every number unchanged")
+    invented = sum(numbers_invented(src, hyp) for src, hyp in zip(refs.sources, hyps))
+    lines.append(f"numbers invented: {invented:,} of {len(hyps):,} outputs ({100 * invented / len(hyps):.1f}%) "
+                 f"print a number their source does not hold")
     seconds = result.decode_seconds
     lines.append(f"decoded {len(refs.sources):,} sentences in {seconds:.1f} s ({len(refs.sources) / seconds:,.1f} "
                  f"sent/s); hypotheses written to {hyp_path}")

@@ -23,7 +23,7 @@ from nmt.vocab import Vocab
 
 # The data keys whose change would call for other vocabularies than the parent's.
 VOCABULARY_KEYS = ("src_lang", "tgt_lang", "reverse", "tokenizer", "vocab_size", "subword_type", "joint_vocab",
-                   "split_digits", "subword_sample", "min_freq")
+                   "split_digits", "subword_sample", "min_freq", "protect")
 
 
 @dataclass(frozen=True)

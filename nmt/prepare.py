@@ -54,6 +54,8 @@ def shaping_config(cfg: DataConfig) -> dict[str, Any]:
     if held_out:  # only then, so that folders prepared before these keys existed stay valid
         shaping.update({split: str(path.resolve()) for split, path in held_out.items()},
                        drop_overlap=cfg.drop_overlap)
+    if cfg.protect:  # likewise
+        shaping["protect"] = True
     return shaping
 
 
@@ -346,7 +348,8 @@ def learn_vocabularies(cfg: DataConfig, out: Path, src_words: Counter, tgt_words
     src, tgt = (IndexedArray(out / f"train.{side}.txt") for side in SIDES)
     tokenizer = SubwordTokenizer.train(
         (src.text(i) for i in range(len(src))), (tgt.text(i) for i in range(len(tgt))), cfg.vocab_size,
-        cfg.subword_type, cfg.joint_vocab, cfg.source_lang, cfg.target_lang, cfg.split_digits, cfg.subword_sample)
+        cfg.subword_type, cfg.joint_vocab, cfg.source_lang, cfg.target_lang, cfg.split_digits, cfg.subword_sample,
+        cfg.protect)
     logger.info("subword model%s (SentencePiece %s, %d pieces%s) learned from %s sentences a side in %.1f s",
                 "" if cfg.joint_vocab else "s", cfg.subword_type, cfg.vocab_size,
                 ", both languages" if cfg.joint_vocab else " a side", f"{min(len(src), cfg.subword_sample):,}",
@@ -356,12 +359,16 @@ def learn_vocabularies(cfg: DataConfig, out: Path, src_words: Counter, tgt_words
 
 # Encoding ----------------------------------------------------------------------------------------
 
-def encode_texts(tokenizer: Tokenizer, vocab: Vocab, side: str, texts: list[str]) -> list[list[int]]:
-    """Token ids (without <eos>) of one side's sentences, in the tokenizer's best segmentation."""
+def encode_texts(tokenizer: Tokenizer, vocabs: dict[str, Vocab], src: list[str], tgt: list[str]
+                 ) -> tuple[list[list[int]], list[list[int]]]:
+    """Token ids (without <eos>) of both sides' sentences, in the tokenizer's best segmentation
+    (numbers as placeholders with data.protect, which reads both sides of a pair)."""
     if isinstance(tokenizer, SubwordTokenizer):
-        return tokenizer.source_ids(texts) if side == "src" else tokenizer.target_ids(texts)
-    tokens = tokenizer.source_tokens(texts) if side == "src" else tokenizer.target_tokens(texts)
-    return [vocab.encode(t) for t in tokens]
+        if tokenizer.protector:
+            src, tgt = tokenizer.protector.protect_pairs(src, tgt)
+        return tokenizer.source_ids(src), tokenizer.target_ids(tgt)
+    return ([vocabs["src"].encode(t) for t in tokenizer.source_tokens(src)],
+            [vocabs["tgt"].encode(t) for t in tokenizer.target_tokens(tgt)])
 
 
 _worker: dict[str, Any] = {}
@@ -371,12 +378,15 @@ def _init_worker(tokenizer: Tokenizer, vocabs: dict[str, Vocab], folder: Path) -
     _worker.update(tokenizer=tokenizer, vocabs=vocabs, folder=folder)
 
 
-def _encode_chunk(task: tuple[str, str, int, int]) -> tuple[np.ndarray, list[int]]:
-    split, side, start, stop = task
-    store = IndexedArray(_worker["folder"] / f"{split}.{side}.txt")
-    ids = encode_texts(_worker["tokenizer"], _worker["vocabs"][side], side, store.texts(range(start, stop)))
-    sizes = [len(x) for x in ids]
-    return np.fromiter(itertools.chain.from_iterable(ids), dtype=np.uint32, count=sum(sizes)), sizes
+def _encode_chunk(task: tuple[str, int, int]) -> list[tuple[np.ndarray, list[int]]]:
+    """Both sides of the pairs start:stop of a split: per side, the ids end to end and their sizes."""
+    split, start, stop = task
+    texts = [IndexedArray(_worker["folder"] / f"{split}.{side}.txt").texts(range(start, stop)) for side in SIDES]
+    out = []
+    for ids in encode_texts(_worker["tokenizer"], _worker["vocabs"], *texts):
+        sizes = [len(x) for x in ids]
+        out.append((np.fromiter(itertools.chain.from_iterable(ids), dtype=np.uint32, count=sum(sizes)), sizes))
+    return out
 
 
 def encode_splits(folder: Path, tokenizer: Tokenizer, src_vocab: Vocab, tgt_vocab: Vocab, counts: dict[str, int],
@@ -385,8 +395,8 @@ def encode_splits(folder: Path, tokenizer: Tokenizer, src_vocab: Vocab, tgt_voca
     returns the sha256 of what was written."""
     vocabs, dtype = {"src": src_vocab, "tgt": tgt_vocab}, ids_dtype(max(len(src_vocab), len(tgt_vocab)))
     digests: dict[str, str] = {}
-    tasks = [(split, side, start, min(start + CHUNK, counts[split]))
-             for split in SPLITS for side in SIDES for start in range(0, counts[split], CHUNK)]
+    tasks = [(split, start, min(start + CHUNK, counts[split]))
+             for split in SPLITS for start in range(0, counts[split], CHUNK)]
     writers = {(split, side): IndexedWriter(folder / f"{split}.{side}", dtype) for split in SPLITS for side in SIDES}
     _init_worker(tokenizer, vocabs, folder)
     big = counts["train"] >= POOL_FROM and (os.cpu_count() or 1) > 1
@@ -400,9 +410,10 @@ def encode_splits(folder: Path, tokenizer: Tokenizer, src_vocab: Vocab, tgt_voca
             results = map(_encode_chunk, tasks)
         total = 2 * sum(counts[s] for s in SPLITS)
         with Meter(total, "prepare: encoding", "sentences", quiet) as meter:
-            for (split, side, start, stop), (ids, sizes) in zip(tasks, results):
-                writers[split, side].add_array(ids, sizes)
-                meter.update(stop - start)
+            for (split, start, stop), sides in zip(tasks, results):
+                for side, (ids, sizes) in zip(SIDES, sides):
+                    writers[split, side].add_array(ids, sizes)
+                meter.update(2 * (stop - start))
     for writer in writers.values():
         writer.close()
         digests.update(writer.digests)

@@ -7,19 +7,22 @@ from dataclasses import dataclass
 import torch
 
 from nmt.model import Seq2Seq
+from nmt.protect import SpanRule
 
 
 @torch.inference_mode()
 def greedy(model: Seq2Seq, src: torch.Tensor, src_lens: torch.Tensor, bos_id: int, eos_id: int,
            max_lens: torch.Tensor, return_attention: bool = False, banned_id: int | None = None,
-           scores: list[float] | None = None) -> tuple[list[list[int]], list[torch.Tensor] | None]:
+           scores: list[float] | None = None, spans: SpanRule | None = None
+           ) -> tuple[list[list[int]], list[torch.Tensor] | None]:
     """Pick the most likely token at each step until <eos> or the row's length cap.
 
     src (batch, src_len), src_lens (batch,), max_lens (batch,) output caps, <eos> excluded.
     Returns the token ids of each row (no <bos>/<eos>) and, if asked, each row's attention
     weights (out_len, src_len). Finished rows leave the batch so they cost nothing.
     `banned_id` is never produced (a subword model's <unk>). A `scores` list is filled with each
-    row's summed log-probability (<eos> included).
+    row's summed log-probability (<eos> included). `spans` says which number placeholders each
+    row may write (the most likely token it allows is taken).
     """
     batch = src.shape[0]
     state = model.encode(src, src_lens)
@@ -30,8 +33,14 @@ def greedy(model: Seq2Seq, src: torch.Tensor, src_lens: torch.Tensor, bos_id: in
     max_lens = max_lens.to(src.device)
     if scores is not None:
         scores[:] = [0.0] * batch
+    width = 1 + (len(spans.ids) if spans else 0)  # enough candidates that one is always allowed
     for t in range(int(max_lens.max().item()) + 1):
-        top, ids, _, state, weights = model.candidates(prev, state, 1, banned_id, eos_id)
+        top, ids, _, state, weights = model.candidates(prev, state, width, banned_id, eos_id)
+        if spans:
+            choice = torch.tensor([next(c for c, token in enumerate(row) if not spans.blocks(sentence, token,
+                                                                                          outputs[sentence]))
+                                   for sentence, row in zip(alive.tolist(), ids.tolist())], device=ids.device)
+            top, ids = top.gather(1, choice[:, None]), ids.gather(1, choice[:, None])
         prev = ids[:, 0]
         # A row stops at <eos>, or when it has produced its cap (the cap-th step may still say <eos>).
         done = (prev == eos_id) | (max_lens[alive] <= t)
@@ -86,13 +95,13 @@ def hypothesis(tokens: list[int], score: float, length_penalty: float) -> Hypoth
 
 
 def _expand(scores: torch.Tensor, top: torch.Tensor, ids: torch.Tensor, eos: torch.Tensor, forced: torch.Tensor,
-            eos_id: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """Score the continuations of every beam and keep the 2k best of each sentence.
+            eos_id: int, keep: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Score the continuations of every beam and keep the `keep` best of each sentence.
 
-    scores (n, k) running log-probs; top and ids (n*k, c) each beam's c best next tokens (c = 2k,
-    or the vocabulary if smaller): the 2k best of a sentence are among them, since each is among
-    the 2k best of its own beam; eos (n*k,) the log-prob of <eos>; forced (n,) sentences at their
-    length cap, which may only end. Returns candidate scores, source beams and tokens, each (n, 2k).
+    scores (n, k) running log-probs; top and ids (n*k, c) each beam's c best next tokens (c = keep,
+    or the vocabulary if smaller): the `keep` best of a sentence are among them, since each is among
+    the `keep` best of its own beam; eos (n*k,) the log-prob of <eos>; forced (n,) sentences at their
+    length cap, which may only end. Returns candidate scores, source beams and tokens, each (n, keep).
     """
     n, k = scores.shape
     cand = scores.unsqueeze(-1) + top.view(n, k, -1)
@@ -103,7 +112,7 @@ def _expand(scores: torch.Tensor, top: torch.Tensor, ids: torch.Tensor, eos: tor
         cand = torch.where(forced[:, None, None], only_eos, cand)
         ids = ids.masked_fill(forced[:, None, None], eos_id)
     width = cand.shape[-1]
-    top_scores, top_index = cand.view(n, -1).topk(min(2 * k, k * width), dim=-1)
+    top_scores, top_index = cand.view(n, -1).topk(min(keep, k * width), dim=-1)
     return top_scores, top_index // width, ids.view(n, -1).gather(1, top_index)
 
 
@@ -114,12 +123,14 @@ def _finalize(finished: list[Hypothesis], nbest: int) -> list[Hypothesis]:
 @torch.inference_mode()
 def beam_search(model: Seq2Seq, src: torch.Tensor, src_lens: torch.Tensor, bos_id: int, eos_id: int,
                 max_lens: torch.Tensor, beam_size: int, length_penalty: float = 1.0, nbest: int = 1,
-                banned_id: int | None = None) -> list[list[Hypothesis]]:
+                banned_id: int | None = None, spans: SpanRule | None = None) -> list[list[Hypothesis]]:
     """Batched beam search: k hypotheses for every sentence advance together, one decoder call a step.
 
     A sentence ends once k of its hypotheses have produced <eos> among its k best candidates,
     or when its hypotheses reach the sentence's cap in `max_lens` (then they must end).
     Returns up to `nbest` hypotheses per sentence, best first. With k = 1 this is greedy search.
+    A candidate that writes a number placeholder `spans` does not allow is passed over: each beam
+    proposes 2k + P (P placeholders) and a sentence keeps 2k + kP, so 2k allowed ones remain.
     """
     batch, k, device = src.shape[0], beam_size, src.device
     state = model.encode(src, src_lens).select(torch.arange(batch, device=device).repeat_interleave(k))
@@ -130,17 +141,21 @@ def beam_search(model: Seq2Seq, src: torch.Tensor, src_lens: torch.Tensor, bos_i
     finished: list[list[Hypothesis]] = [[] for _ in range(batch)]
     alive = list(range(batch))  # original sentence of each live row group
     max_lens = max_lens.to(device)
+    placeholders = len(spans.ids) if spans else 0
     for t in range(int(max_lens.max().item()) + 1):
-        top, ids, eos, state, _ = model.candidates(prev, state, 2 * k, banned_id, eos_id)
+        top, ids, eos, state, _ = model.candidates(prev, state, 2 * k + placeholders, banned_id, eos_id)
         forced = max_lens[alive] <= t
-        top_scores, top_beams, top_tokens = _expand(scores, top, ids, eos, forced, eos_id)
+        top_scores, top_beams, top_tokens = _expand(scores, top, ids, eos, forced, eos_id, k * (2 + placeholders))
         next_scores, next_rows, next_tokens, keep = [], [], [], []
         for i, sent in enumerate(alive):
             new_scores, new_beams, new_tokens, new_history = [], [], [], []
-            for rank, (s, beam, token) in enumerate(zip(top_scores[i].tolist(), top_beams[i].tolist(),
-                                                        top_tokens[i].tolist())):
+            rank = -1  # among the allowed candidates
+            for s, beam, token in zip(top_scores[i].tolist(), top_beams[i].tolist(), top_tokens[i].tolist()):
                 if s == float("-inf") or len(new_scores) == k:
                     break
+                if spans and spans.blocks(sent, token, history[sent][beam]):
+                    continue
+                rank += 1
                 if token == eos_id:
                     if rank < k:  # only an <eos> among the k best ends a hypothesis
                         finished[sent].append(hypothesis(history[sent][beam], s, length_penalty))

@@ -23,6 +23,7 @@ import sentencepiece as spm
 
 from nmt.config import DataConfig
 from nmt.errors import CheckpointError, ConfigError
+from nmt.protect import PLACEHOLDERS, SpanProtector
 from nmt.vocab import BOS, EOS, PAD, UNK, Vocab
 
 # d2l's `no_space` rule: a space goes before , . ! ? unless the previous character already is one.
@@ -85,6 +86,7 @@ class Tokenizer(Protocol):
     ban_unk: bool  # decoding never emits <unk>: it is no training target, so it is banned outright
     source_lang: str  # the language the model reads (its input is normalized as that language writes)
     target_lang: str  # the language it writes (word output is spaced as that language punctuates)
+    protector: SpanProtector | None  # data.protect: numbers as placeholders (subword models only)
 
     def source_tokens(self, texts: Sequence[str]) -> list[list[str]]: ...
     def target_tokens(self, texts: Sequence[str]) -> list[list[str]]: ...
@@ -94,7 +96,7 @@ class Tokenizer(Protocol):
 
 
 class WordTokenizer:
-    kind, ban_unk = "word", False
+    kind, ban_unk, protector = "word", False, None
 
     def __init__(self, source_lang: str = "en", target_lang: str = "fr"):
         self.source_lang, self.target_lang = source_lang, target_lang
@@ -123,10 +125,11 @@ SAMPLE_SEED = 1  # the seed of SentencePiece's sample of a large training split:
 
 
 def train_sentencepiece(texts: Iterable[str], vocab_size: int, model_type: str, split_digits: bool = False,
-                        sample_size: int = 0) -> bytes:
+                        sample_size: int = 0, protect: bool = False) -> bytes:
     """A SentencePiece model (serialized) whose ids 0-3 are nmt's <pad> <bos> <eos> <unk>, so its
     piece list is the vocabulary as it stands. With `sample_size`, SentencePiece learns from a
-    seeded reservoir sample of that many of `texts` (all of them, in order, when fewer)."""
+    seeded reservoir sample of that many of `texts` (all of them, in order, when fewer). With
+    `protect`, ids 4-12 are the number placeholders, each always one piece."""
     model = io.BytesIO()
     sampling = dict(input_sentence_size=sample_size, shuffle_input_sentence=True) if sample_size else {}
     spm.set_random_generator_seed(SAMPLE_SEED)
@@ -135,7 +138,7 @@ def train_sentencepiece(texts: Iterable[str], vocab_size: int, model_type: str, 
             sentence_iterator=iter(texts), model_writer=model, vocab_size=vocab_size, model_type=model_type,
             character_coverage=1.0, byte_fallback=True, split_digits=split_digits, num_threads=2, **sampling,
             pad_id=0, bos_id=1, eos_id=2, unk_id=3, pad_piece=PAD, bos_piece=BOS, eos_piece=EOS, unk_piece=UNK,
-            hard_vocab_limit=False, minloglevel=2)
+            hard_vocab_limit=False, minloglevel=2, user_defined_symbols=list(PLACEHOLDERS) if protect else [])
     except RuntimeError as e:  # e.g. fewer pieces than the corpus has characters (+ 256 bytes)
         detail = str(e).strip().splitlines()[-1].split("] ", 1)[-1]
         raise ConfigError(f"data.vocab_size={vocab_size}: SentencePiece cannot learn this vocabulary "
@@ -146,27 +149,32 @@ def train_sentencepiece(texts: Iterable[str], vocab_size: int, model_type: str, 
 class SubwordTokenizer:
     kind, ban_unk = "subword", True
 
-    def __init__(self, src_model: bytes, tgt_model: bytes, source_lang: str = "en", target_lang: str = "fr"):
+    def __init__(self, src_model: bytes, tgt_model: bytes, source_lang: str = "en", target_lang: str = "fr",
+                 protect: bool = False):
         self.models, self.source_lang, self.target_lang = (src_model, tgt_model), source_lang, target_lang
         self.src = spm.SentencePieceProcessor(model_proto=src_model)
         self.tgt = spm.SentencePieceProcessor(model_proto=tgt_model)
+        self.protector = SpanProtector(source_lang, target_lang, {self.tgt.piece_to_id(p): i for i, p in
+                                                                  enumerate(PLACEHOLDERS)}) if protect else None
 
     @classmethod
     def train(cls, src_texts: Iterable[str], tgt_texts: Iterable[str], vocab_size: int,
               model_type: str, joint: bool = False, source_lang: str = "en",
-              target_lang: str = "fr", split_digits: bool = False, sample_size: int = 0) -> SubwordTokenizer:
+              target_lang: str = "fr", split_digits: bool = False, sample_size: int = 0,
+              protect: bool = False) -> SubwordTokenizer:
         """A model per language, or with `joint` one model learned on both (the same bytes serve
         both sides), so that a name or a number is cut into the same pieces in both languages.
         `split_digits` makes every digit a piece of its own on both sides. The texts are read
-        once, as they come; with `sample_size`, each side contributes a seeded sample of that many."""
+        once, as they come; with `sample_size`, each side contributes a seeded sample of that many.
+        `protect` reserves the number placeholders (nmt/protect.py) in both models."""
         sources = (source_text(t, source_lang) for t in src_texts)
         if joint:
             model = train_sentencepiece(itertools.chain(sources, tgt_texts), vocab_size, model_type, split_digits,
-                                        2 * sample_size)
-            return cls(model, model, source_lang, target_lang)
-        return cls(train_sentencepiece(sources, vocab_size, model_type, split_digits, sample_size),
-                   train_sentencepiece(tgt_texts, vocab_size, model_type, split_digits, sample_size),
-                   source_lang, target_lang)
+                                        2 * sample_size, protect)
+            return cls(model, model, source_lang, target_lang, protect)
+        return cls(train_sentencepiece(sources, vocab_size, model_type, split_digits, sample_size, protect),
+                   train_sentencepiece(tgt_texts, vocab_size, model_type, split_digits, sample_size, protect),
+                   source_lang, target_lang, protect)
 
     def vocabularies(self) -> tuple[Vocab, Vocab]:
         return tuple(Vocab([p.id_to_piece(i) for i in range(p.get_piece_size())])  # type: ignore[return-value]
@@ -206,14 +214,15 @@ class SubwordTokenizer:
             (run_dir / name).write_bytes(model)
 
     @classmethod
-    def load(cls, run_dir: Path, source_lang: str = "en", target_lang: str = "fr") -> SubwordTokenizer:
+    def load(cls, run_dir: Path, source_lang: str = "en", target_lang: str = "fr",
+             protect: bool = False) -> SubwordTokenizer:
         paths = [run_dir / name for name in SUBWORD_FILES]
         missing = [str(p) for p in paths if not p.is_file()]
         if missing:
             raise CheckpointError(f"{missing[0]}: the subword model is missing from the run directory; "
                                   f"copy the run directory whole (the checkpoint needs its *.spm.model files)")
         try:
-            return cls(*(p.read_bytes() for p in paths), source_lang, target_lang)
+            return cls(*(p.read_bytes() for p in paths), source_lang, target_lang, protect)
         except (RuntimeError, OSError) as e:
             raise CheckpointError(f"{run_dir}: cannot read its subword models ({str(e).strip()[:200]})") from None
 
@@ -222,7 +231,7 @@ def load_tokenizer(data: DataConfig, run_dir: Path, src_vocab: Vocab, tgt_vocab:
     """The tokenizer a checkpoint was trained with, checked against its vocabularies."""
     if data.tokenizer == "word":
         return WordTokenizer(data.source_lang, data.target_lang)
-    tokenizer = SubwordTokenizer.load(run_dir, data.source_lang, data.target_lang)
+    tokenizer = SubwordTokenizer.load(run_dir, data.source_lang, data.target_lang, data.protect)
     for side, built, stored in zip(("source", "target"), tokenizer.vocabularies(), (src_vocab, tgt_vocab)):
         if built != stored:
             raise CheckpointError(f"{run_dir}: the {side} subword model does not match the checkpoint's "

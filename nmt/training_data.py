@@ -67,6 +67,8 @@ class TrainingData:
         tgt = [changed.get(r, texts[r])[1] for r in rows]
         tokenizer = self.tokenizer
         assert isinstance(tokenizer, SubwordTokenizer)
+        if tokenizer.protector:  # after augmenting: its random numbers become placeholders too
+            src, tgt = tokenizer.protector.protect_pairs(src, tgt)
         if alpha:
             src_ids, tgt_ids = tokenizer.sampled_ids(src, tgt, alpha, zlib.crc32(draw.encode()))
         else:

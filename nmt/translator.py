@@ -26,8 +26,9 @@ from nmt.config import DecodeConfig
 from nmt.data import pad
 from nmt.model import Seq2Seq
 from nmt.onnx_engine import OnnxSeq2Seq, engine_device, load_engine, map_batches, torch_threads
+from nmt.protect import Number, SpanRule
 from nmt.search import Hypothesis, beam_search, forced_attention, greedy, hypothesis
-from nmt.tokenizer import Tokenizer, WordTokenizer
+from nmt.tokenizer import Tokenizer, WordTokenizer, legacy_form
 from nmt.vocab import EOS, Vocab
 
 logger = logging.getLogger(__name__)
@@ -42,9 +43,40 @@ class Translation:
 
 
 class Attention(NamedTuple):
-    src_tokens: list[str]  # the source pieces as the model read them, <eos> included
-    tgt_tokens: list[str]  # the output pieces, <eos> included
+    src_tokens: list[str]  # the source pieces as the model read them, <eos> included (numbers for placeholders)
+    tgt_tokens: list[str]  # the output pieces, <eos> included (numbers for placeholders)
     weights: torch.Tensor  # (len(tgt_tokens), len(src_tokens)), each row sums to 1
+
+
+def protected_sources(tokenizer: Tokenizer, texts: Sequence[str]) -> tuple[list[str], list[list[Number]]]:
+    """The texts the model reads (data.protect: numbers as placeholders) and each one's numbers."""
+    if tokenizer.protector is None:
+        return list(texts), [[] for _ in texts]
+    return tokenizer.protector.protect_sources(texts)
+
+
+def rule(tokenizer: Tokenizer, numbers: Sequence[list[Number]]) -> SpanRule | None:
+    """data.protect: which number placeholders each sentence may write (its own, once each)."""
+    return tokenizer.protector.rule(numbers) if tokenizer.protector else None
+
+
+def source_ids(tokens: list[str], vocab: Vocab, limit: int, line_no: int | None = None) -> list[int]:
+    """A source's ids and <eos>, cut to `limit` tokens (with a warning naming the line)."""
+    if len(tokens) > limit:
+        where = f"line {line_no}" if line_no is not None else "input"
+        logger.warning("%s has %d tokens; truncated to decode.max_input_len=%d", where, len(tokens), limit)
+        tokens = tokens[:limit]
+    return vocab.encode(tokens) + [vocab.eos_id]
+
+
+def shown(tokenizer: Tokenizer, src_tokens: list[str], out_tokens: list[str], weights: torch.Tensor,
+          numbers: list[Number]) -> Attention:
+    """The attention as a person reads it: a placeholder's row and column show its number."""
+    protector = tokenizer.protector
+    if protector is None or not numbers:
+        return Attention(src_tokens, out_tokens, weights)
+    return Attention([protector.source_piece(t, numbers) for t in src_tokens],
+                     [protector.target_piece(t, numbers) for t in out_tokens], weights)
 
 
 def output_caps(src_lens: torch.Tensor, cfg: DecodeConfig) -> torch.Tensor:
@@ -94,8 +126,9 @@ class Translator:
         """Up to `n` translations of each text, best first ([] for an empty text); beam search
         with a beam of at least `n`. `first_line` numbers texts[0] in the warnings."""
         texts = [texts] if isinstance(texts, str) else texts
-        return [[self._translation(h) for h in hyps]
-                for hyps in self._search(self.tokenizer.source_tokens(texts), beam, n, first_line)]
+        sources, numbers = protected_sources(self.tokenizer, texts)
+        searched = self._search(self.tokenizer.source_tokens(sources), beam, n, first_line, numbers)
+        return [[self._translation(h, found) for h in hyps] for hyps, found in zip(searched, numbers)]
 
     def translate_stream(self, lines: Iterable[str], beam: int | None = None, chunk_size: int | None = None,
                          tokenized: bool = False) -> Iterator[str]:
@@ -117,58 +150,56 @@ class Translator:
         decode.beam_size), or behind a given `output` (the tokens of any Translation of it)."""
         if output is None and (beam or self.cfg.beam_size) > 1:
             output = self.translations([text], beam)[0].tokens
-        ids = self._source_ids(self.tokenizer.source_tokens([text])[0])
+        (source,), (numbers,) = protected_sources(self.tokenizer, [text])
+        ids = source_ids(self.tokenizer.source_tokens([source])[0], self.src_vocab, self.cfg.max_input_len)
         src = torch.tensor([ids], device=self.device)
         src_tokens, bos, eos = [self.src_vocab.itos[i] for i in ids], self.tgt_vocab.bos_id, self.tgt_vocab.eos_id
         with torch_threads(self.model):
             if output is not None:
                 out = self.tgt_vocab.encode(list(output))
                 weights = forced_attention(self.model, src, len(ids), bos, eos, out)
-                return Attention(src_tokens, [self.tgt_vocab.itos[i] for i in out] + [EOS], weights)
+                out_tokens = [self.tgt_vocab.itos[i] for i in out] + [EOS]
+                return shown(self.tokenizer, src_tokens, out_tokens, weights, numbers)
             src_lens = torch.tensor([len(ids)], device=self.device)
-            outputs, rows = greedy(self.model, src, src_lens, bos, eos, output_caps(src_lens, self.cfg),
-                                   return_attention=True, banned_id=self.banned_id)
+            outputs, rows = greedy(self.model, src, src_lens, bos, eos, output_caps(src_lens, self.cfg), True,
+                                   self.banned_id, spans=rule(self.tokenizer, [numbers]))
         out_tokens = [self.tgt_vocab.itos[i] for i in outputs[0]]
         if rows[0].shape[0] > len(out_tokens):  # the <eos> step was attended too
             out_tokens.append(EOS)
-        return Attention(src_tokens, out_tokens, rows[0])
+        return shown(self.tokenizer, src_tokens, out_tokens, rows[0], numbers)
 
-    def _translation(self, hyp: Hypothesis) -> Translation:
+    def _translation(self, hyp: Hypothesis, numbers: list[Number]) -> Translation:
         tokens = self.tgt_vocab.decode(hyp.tokens)
-        return Translation(self.tokenizer.target_text(tokens), self.tokenizer.legacy_text(tokens), hyp.normalized,
-                           tokens)
+        if not numbers:
+            return Translation(self.tokenizer.target_text(tokens), self.tokenizer.legacy_text(tokens), hyp.normalized,
+                               tokens)
+        text = self.tokenizer.protector.restore(self.tokenizer.target_text(tokens), numbers)  # type: ignore[union-attr]
+        return Translation(text, legacy_form(text), hyp.normalized, tokens)
 
-    def _source_ids(self, tokens: list[str], line_no: int | None = None) -> list[int]:
-        limit = self.cfg.max_input_len
-        if len(tokens) > limit:
-            where = f"line {line_no}" if line_no is not None else "input"
-            logger.warning("%s has %d tokens; truncated to decode.max_input_len=%d", where, len(tokens), limit)
-            tokens = tokens[:limit]
-        return self.src_vocab.encode(tokens) + [self.src_vocab.eos_id]
-
-    def _search(self, sources: Sequence[list[str]], beam: int | None, nbest: int,
-                first_line: int) -> list[list[Hypothesis]]:
+    def _search(self, sources: Sequence[list[str]], beam: int | None, nbest: int, first_line: int,
+                numbers: Sequence[list[Number]]) -> list[list[Hypothesis]]:
         """Token lists in; up to `nbest` scored hypotheses each, in input order ([] for an empty one).
         Batches are of sources sorted by length, which keeps padding low."""
         beam = max(beam or self.cfg.beam_size, nbest)
         results: list[list[Hypothesis]] = [[] for _ in sources]
         order = sorted((i for i, s in enumerate(sources) if s), key=lambda i: len(sources[i]))
         batches = [order[start: start + self.cfg.batch_size] for start in range(0, len(order), self.cfg.batch_size)]
-        decoded = map_batches(self.model, lambda indices: self._decode(sources, indices, beam, nbest, first_line),
-                              batches)
+        decoded = map_batches(self.model, lambda indices: self._decode(
+            sources, indices, beam, nbest, first_line, rule(self.tokenizer, [numbers[i] for i in indices])), batches)
         for i, hyps in zip(itertools.chain(*batches), itertools.chain(*decoded)):
             results[i] = hyps
         return results
 
     def _decode(self, sources: Sequence[list[str]], indices: list[int], beam: int, nbest: int,
-                first_line: int) -> list[list[Hypothesis]]:
-        ids = [self._source_ids(sources[i], first_line + i) for i in indices]
+                first_line: int, spans: SpanRule | None) -> list[list[Hypothesis]]:
+        ids = [source_ids(sources[i], self.src_vocab, self.cfg.max_input_len, first_line + i) for i in indices]
         src = pad(ids, self.src_vocab.pad_id).to(self.device)
         src_lens = torch.tensor([len(x) for x in ids], device=self.device)
         caps, bos, eos = output_caps(src_lens, self.cfg), self.tgt_vocab.bos_id, self.tgt_vocab.eos_id
         if beam == 1:
             scores: list[float] = []
-            outputs, _ = greedy(self.model, src, src_lens, bos, eos, caps, banned_id=self.banned_id, scores=scores)
+            outputs, _ = greedy(self.model, src, src_lens, bos, eos, caps, banned_id=self.banned_id, scores=scores,
+                                spans=spans)
             return [[hypothesis(o, s, self.cfg.length_penalty)] for o, s in zip(outputs, scores)]
         return beam_search(self.model, src, src_lens, bos, eos, caps, beam, self.cfg.length_penalty, nbest,
-                           self.banned_id)
+                           self.banned_id, spans)

@@ -198,7 +198,7 @@ def test_training_into_a_file_writes_plain_lines_one_per_log_every(tmp_path, toy
 
 def test_beam_search_is_the_default_and_beam_1_is_exactly_greedy(trained):
     from nmt.search import greedy
-    from nmt.translator import Translator, output_caps
+    from nmt.translator import Translator, output_caps, source_ids
 
     sentences = ["I see a cat.", "He has the car.", "You like the small bird again."]
     translator = Translator.load(str(trained["run"]), "cpu")
@@ -208,7 +208,8 @@ def test_beam_search_is_the_default_and_beam_1_is_exactly_greedy(trained):
     # --beam 1 is the greedy search itself, sentence by sentence.
     expected = []
     for sentence in sentences:
-        ids = translator._source_ids(translator.tokenizer.source_tokens([sentence])[0])
+        ids = source_ids(translator.tokenizer.source_tokens([sentence])[0], translator.src_vocab,
+                         translator.cfg.max_input_len)
         src, src_lens = torch.tensor([ids]), torch.tensor([len(ids)])
         out, _ = greedy(translator.model, src, src_lens, translator.tgt_vocab.bos_id, translator.tgt_vocab.eos_id,
                         output_caps(src_lens, translator.cfg), banned_id=translator.banned_id)

@@ -102,8 +102,8 @@ def test_each_beams_2k_best_hold_the_sentences_2k_best(seed):
     scores[1, 3] = float("-inf")  # a dead beam
     log_probs = torch.randn(n * k, vocab, generator=g).log_softmax(-1)
     forced = torch.tensor([False, False, True])
-    full = _expand(scores, *log_probs.topk(vocab), log_probs[:, EOS], forced, EOS)
-    top = _expand(scores, *log_probs.topk(2 * k), log_probs[:, EOS], forced, EOS)
+    full = _expand(scores, *log_probs.topk(vocab), log_probs[:, EOS], forced, EOS, 2 * k)
+    top = _expand(scores, *log_probs.topk(2 * k), log_probs[:, EOS], forced, EOS, 2 * k)
     for ours, reference in zip(top, full):
         assert torch.equal(ours[:2], reference[:2])
     assert torch.equal(top[0][2], full[0][2]) and torch.isinf(top[0][2][k:]).all()  # forced: k endings only

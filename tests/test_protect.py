@@ -131,28 +131,51 @@ def test_search_writes_only_the_sentences_own_placeholders_once_each(search):
         assert sorted(written) == list(range(count)), (output, count)  # each of its own, once: it is eager
 
 
-def test_a_protected_model_copies_numbers_it_never_saw(tmp_path):
-    """Trained on "I have N cats." for 150 numbers, a tiny model writes unseen ones, other forms
-    included, in French conventions; its attention shows numbers, not placeholders."""
-    import nmt
+@pytest.fixture(scope="module")
+def protected_run(tmp_path_factory):
+    """A tiny subword model with data.protect, trained on the toy corpus plus "I have N cats." for
+    150 numbers."""
     from typer.testing import CliRunner
 
     from nmt.cli import app
 
+    root = tmp_path_factory.mktemp("protect")
     rng = random.Random(1)
     numbered = [f"I have {n} cats.\tJ'ai {n} chats." for n in rng.sample(range(10, 1000), 150)]
-    corpus = write_corpus_zip(tmp_path / "toy.zip", toy_lines() + numbered)
-    config = tmp_path / "c.yaml"
+    corpus = write_corpus_zip(root / "toy.zip", toy_lines() + numbered)
+    config = root / "c.yaml"
     data = {**TINY["data"], "tokenizer": "subword", "vocab_size": 340, "max_len": 24, "protect": True}
     config.write_text(yaml.safe_dump({**TINY, "data": data, "train": {**TINY["train"], "epochs": 12}}))
-    result = CliRunner().invoke(app, ["train", str(config), "--data", str(corpus), "--out", str(tmp_path / "run"),
+    result = CliRunner().invoke(app, ["train", str(config), "--data", str(corpus), "--out", str(root / "run"),
                                       "--quiet"])
     assert result.exit_code == 0, result.output
-    model = nmt.load(tmp_path / "run")
-    sources = ["I have 73154 cats.", "I have 3.5 cats.", "I have 12,500 cats.", "I have 7:45 cats."]
+    return root / "run"
+
+
+UNSEEN = ["I have 73154 cats.", "I have 3.5 cats.", "I have 12,500 cats.", "I have 7:45 cats."]
+
+
+def test_a_protected_model_copies_numbers_it_never_saw(protected_run):
+    """Unseen numbers, other forms included, come out exactly, in French conventions; the
+    attention shows numbers, not placeholders."""
+    import nmt
+
+    model = nmt.load(protected_run)
     for beam in (1, 3):
-        outputs = model.translate(sources, beam=beam)
+        outputs = model.translate(UNSEEN, beam=beam)
         assert outputs == ["J'ai 73154 chats.", "J'ai 3,5 chats.", "J'ai 12 500 chats.", "J'ai 7h45 chats."], outputs
     attention = model.attention("I have 73154 cats.")
     assert "73154" in attention.src_tokens and "73154" in attention.tgt_tokens
     assert not any("⦅" in t for t in attention.src_tokens + attention.tgt_tokens)
+
+
+def test_the_onnx_engine_restores_numbers_as_torch_does(protected_run):
+    pytest.importorskip("onnxruntime")
+    from nmt.export import export_run
+    from nmt.translator import Translator
+
+    export_run(protected_run)
+    torch_engine = Translator.load(str(protected_run), "cpu")
+    onnx_engine = Translator.load(str(protected_run), "cpu", engine="onnx-fp32")
+    for beam in (1, 3):
+        assert onnx_engine.translate(UNSEEN, beam=beam) == torch_engine.translate(UNSEEN, beam=beam)

@@ -40,7 +40,7 @@ class Convention:
         """A number as this language writes it: digit runs joined by single separators (its group
         separators only before three digits, its time mark with optional spaces around)."""
         group = f"[{re.escape(self.reads_group)}](?=\\d{{3}}(?!\\d))" if self.reads_group else "(?!)"
-        time = f"\\s?[{re.escape(self.reads_time)}]\\s?(?=\\d{{2}}(?!\\d))"
+        time = f"\\s?[{re.escape(self.reads_time)}]\\s?(?=\\d{{2}}(?!\\d))" if self.reads_time else "(?!)"
         return re.compile(f"\\d+(?:(?:{group}|{time}|[.,:/-])\\d+)*")
 
 

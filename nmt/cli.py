@@ -39,6 +39,12 @@ ShowAttentionOpt = Annotated[bool, typer.Option(
     "--show-attention", help="Print each sentence's attention weights as a table.")]
 TokenizedOpt = Annotated[bool, typer.Option(
     "--tokenized", help="Print the old lowercased, tokenized form ('va !') instead of plain text.")]
+ScoresOpt = Annotated[bool, typer.Option(
+    "--scores", help="After each translation, a tab, its mean token log-probability (natural log, <eos> "
+                     "counted), a tab and each word's (the lowest of its pieces'), space-separated.")]
+AlignOpt = Annotated[bool, typer.Option(
+    "--align", help="After each translation, a tab and its word alignment to the source from the attention, "
+                    "Pharaoh format: 'source-output' word indices from 0.")]
 TargetArg = Annotated[Optional[Path], typer.Argument(
     help="YAML config (default: configs/default.yaml); with --resume, a run directory "
          "(default: the newest run under runs/).", show_default=False)]
@@ -182,7 +188,7 @@ def prepare(
 def translate(text: TextArg = None, input_: InputOpt = None, checkpoint: CheckpointOpt = None,
               device: DeviceOpt = "auto", beam: BeamOpt = None, nbest: NbestOpt = 1, plot: PlotOpt = None,
               show_attention: ShowAttentionOpt = False, tokenized: TokenizedOpt = False,
-              engine: EngineOpt = "torch") -> None:
+              engine: EngineOpt = "torch", scores: ScoresOpt = False, align: AlignOpt = False) -> None:
     """Translate: sentences given here, a file, piped stdin, or an interactive prompt."""
     from nmt.corpus import iter_text_lines
     from nmt.translator import Translator
@@ -195,9 +201,13 @@ def translate(text: TextArg = None, input_: InputOpt = None, checkpoint: Checkpo
     if (plot or show_attention) and not (text and (len(text) == 1 or not plot)):
         raise NmtError("--plot takes exactly one sentence and --show-attention sentences given as arguments, "
                        'e.g. nmt translate "I am cold." --plot attention.png')
+    if (scores or align) and nbest > 1:
+        raise NmtError("--scores and --align annotate the best translation; leave out --nbest")
     translator = Translator.load(checkpoint, device, engine=engine)
     if plot or show_attention:
         _translate_with_attention(translator, text, plot, show_attention, beam)
+    elif scores or align:
+        _print_checked(translator, text if text else _read_all(input_), beam, scores, align, tokenized)
     elif nbest > 1:
         _print_nbest(translator, text if text else _read_all(input_), beam, nbest, tokenized)
     elif text:
@@ -237,6 +247,22 @@ def _print_nbest(translator, lines: list[str], beam: Optional[int], nbest: int, 
             typer.echo(f"{index}\t\t")
         for t in translations:
             typer.echo(f"{index}\t{t.score:.4f}\t{t.tokenized if tokenized else t.text}")
+
+
+def _print_checked(translator, lines: list[str], beam: Optional[int], scores: bool, align: bool,
+                   tokenized: bool) -> None:
+    from nmt.translator import alignments
+    from nmt.words import pharaoh
+
+    best = translator.translations(lines, beam)
+    aligned = alignments(translator, lines, best) if align else None
+    for index, t in enumerate(best):
+        fields = [t.tokenized if tokenized else t.text]
+        if scores:
+            fields += [f"{t.mean_score:.4f}", " ".join(f"{s:.4f}" for s in t.word_scores)]
+        if aligned is not None:
+            fields.append(pharaoh(aligned[index]))
+        typer.echo("\t".join(fields))
 
 
 def _translate_with_attention(translator, sentences: list[str], plot: Optional[Path], show: bool,
@@ -318,6 +344,44 @@ def eval_cmd(
     spec = TestSpec(split, data, test, src, list(ref or []), testset, langpair)
     for line in evaluate(list(checkpoints or []), spec, bleu, device, beam, engine, out):
         typer.echo(line)
+
+
+@app.command()
+@user_errors
+def score(
+    src: Annotated[Optional[str], typer.Option("--src", help="Source sentences, one a line.")] = None,
+    hyp: Annotated[Optional[str], typer.Option("--hyp", help="Their translations, line-aligned with --src.")
+                   ] = None,
+    checkpoint: CheckpointOpt = None,
+    device: DeviceOpt = "auto",
+    engine: EngineOpt = "torch",
+) -> None:
+    """Score given translations (forced decoding): per line 'score<TAB>mean<TAB>word scores', on the
+    scale translate --nbest and --scores print. Without --src/--hyp: 'source<TAB>translation' lines on stdin."""
+    from nmt.translator import Translator
+
+    _setup_logging()
+    sources, outputs = _given_pairs(src, hyp)
+    translator = Translator.load(checkpoint, device, engine=engine)
+    for t in translator.score(sources, outputs):
+        typer.echo(f"{t.score:.4f}\t{t.mean_score:.4f}\t" + " ".join(f"{s:.4f}" for s in t.word_scores))
+
+
+def _given_pairs(src: Optional[str], hyp: Optional[str]) -> tuple[list[str], list[str]]:
+    """`nmt score`'s input: two line-aligned files, or tab-separated pairs on stdin."""
+    if bool(src) != bool(hyp):
+        raise NmtError("--src and --hyp go together (or neither: 'source<TAB>translation' lines on stdin)")
+    if src and hyp:
+        sources, outputs = _read_all(src), _read_all(hyp)
+        if len(sources) != len(outputs):
+            raise NmtError(f"--src has {len(sources):,} lines and --hyp {len(outputs):,}; they must be line-aligned")
+        return sources, outputs
+    pairs = [line.split("\t") for line in _read_all(None)]
+    for number, fields in enumerate(pairs, start=1):
+        if len(fields) != 2:
+            raise NmtError(f"stdin line {number}: expected 'source<TAB>translation' (got {len(fields)} field(s)); "
+                           f"or give --src FILE --hyp FILE")
+    return [p[0] for p in pairs], [p[1] for p in pairs]
 
 
 @app.command()

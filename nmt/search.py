@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import torch
 
@@ -13,7 +13,7 @@ from nmt.protect import SpanRule
 @torch.inference_mode()
 def greedy(model: Seq2Seq, src: torch.Tensor, src_lens: torch.Tensor, bos_id: int, eos_id: int,
            max_lens: torch.Tensor, return_attention: bool = False, banned_id: int | None = None,
-           scores: list[float] | None = None, spans: SpanRule | None = None
+           scores: list[list[float]] | None = None, spans: SpanRule | None = None
            ) -> tuple[list[list[int]], list[torch.Tensor] | None]:
     """Pick the most likely token at each step until <eos> or the row's length cap.
 
@@ -21,7 +21,7 @@ def greedy(model: Seq2Seq, src: torch.Tensor, src_lens: torch.Tensor, bos_id: in
     Returns the token ids of each row (no <bos>/<eos>) and, if asked, each row's attention
     weights (out_len, src_len). Finished rows leave the batch so they cost nothing.
     `banned_id` is never produced (a subword model's <unk>). A `scores` list is filled with each
-    row's summed log-probability (<eos> included). `spans` says which number placeholders each
+    row's log-probability of every token it chose, <eos> last. `spans` says which number placeholders each
     row may write (the most likely token it allows is taken).
     """
     batch = src.shape[0]
@@ -32,7 +32,7 @@ def greedy(model: Seq2Seq, src: torch.Tensor, src_lens: torch.Tensor, bos_id: in
     attention: list[list[torch.Tensor]] = [[] for _ in range(batch)]
     max_lens = max_lens.to(src.device)
     if scores is not None:
-        scores[:] = [0.0] * batch
+        scores[:] = [[] for _ in range(batch)]
     width = 1 + (len(spans.ids) if spans else 0)  # enough candidates that one is always allowed
     for t in range(int(max_lens.max().item()) + 1):
         top, ids, _, state, weights = model.candidates(prev, state, width, banned_id, eos_id)
@@ -51,7 +51,7 @@ def greedy(model: Seq2Seq, src: torch.Tensor, src_lens: torch.Tensor, bos_id: in
             if return_attention and kept:
                 attention[row].append(weights[i, : src_lens[i]].float().cpu())
             if step_scores is not None and kept:
-                scores[row] += step_scores[i]
+                scores[row].append(step_scores[i])
             if not finished:
                 outputs[row].append(token)
         if all(done_list):
@@ -65,16 +65,28 @@ def greedy(model: Seq2Seq, src: torch.Tensor, src_lens: torch.Tensor, bos_id: in
 
 
 @torch.inference_mode()
-def forced_attention(model: Seq2Seq, src: torch.Tensor, src_len: int, bos_id: int, eos_id: int,
-                     output: list[int]) -> torch.Tensor:
-    """The attention weights (len(output) + 1, src_len) of one sentence while the decoder is fed
-    a given output (from any search), <eos> step included."""
-    state = model.encode(src, torch.tensor([src_len], device=src.device))
-    rows = []
-    for prev in [bos_id] + output:
-        *_, state, weights = model.candidates(torch.tensor([prev], device=src.device), state, 1, None, eos_id)
-        rows.append(weights[0, :src_len].float().cpu())
-    return torch.stack(rows)
+def forced(model: Seq2Seq, src: torch.Tensor, src_lens: torch.Tensor, bos_id: int, eos_id: int,
+           outputs: list[list[int]], banned_id: int | None = None) -> list[tuple[list[float], torch.Tensor]]:
+    """The decoder fed given outputs (from any search, or a person): per row the log-probability
+    of each token, <eos> last, on the scale search scores on (`banned_id` excluded alike), and
+    the attention weights (len(output) + 1, src_len). One decoder call a step for the batch."""
+    rows, steps = len(outputs), max(len(o) for o in outputs) + 1
+    target = torch.full((rows, steps), eos_id, dtype=torch.long)
+    for i, output in enumerate(outputs):
+        target[i, : len(output)] = torch.tensor(output, dtype=torch.long)
+    target = target.to(src.device)
+    state = model.encode(src, src_lens)
+    prev = torch.full((rows,), bos_id, dtype=torch.long, device=src.device)
+    scores, weights = [], []
+    for t in range(steps):
+        # every token's log-probability: the model's k best with k the vocabulary, in either engine
+        top, ids, _, state, step_weights = model.candidates(prev, state, 1 << 30, banned_id, eos_id)
+        scores.append(top.masked_fill(ids != target[:, t, None], 0.0).sum(-1).float().cpu())
+        weights.append(step_weights.float().cpu())
+        prev = target[:, t]
+    scores_by_row, weights_by_row = torch.stack(scores, 1), torch.stack(weights, 1)
+    return [(scores_by_row[i, : len(o) + 1].tolist(), weights_by_row[i, : len(o) + 1, : int(src_lens[i])])
+            for i, o in enumerate(outputs)]
 
 
 @dataclass(frozen=True)
@@ -82,6 +94,7 @@ class Hypothesis:
     tokens: list[int]  # without <bos>/<eos>
     score: float  # summed log-probability, <eos> included
     normalized: float  # score / length^length_penalty: what the beams are ranked by at the end
+    token_scores: list[float] = field(default_factory=list)  # each token's log-probability, <eos> last
 
 
 def _length_penalty(length: int, alpha: float) -> float:
@@ -89,9 +102,10 @@ def _length_penalty(length: int, alpha: float) -> float:
     return float(length) ** alpha
 
 
-def hypothesis(tokens: list[int], score: float, length_penalty: float) -> Hypothesis:
+def hypothesis(tokens: list[int], score: float, length_penalty: float,
+               token_scores: list[float] | None = None) -> Hypothesis:
     """A finished output with its score normalized over its length, <eos> counted."""
-    return Hypothesis(tokens, score, score / _length_penalty(len(tokens) + 1, length_penalty))
+    return Hypothesis(tokens, score, score / _length_penalty(len(tokens) + 1, length_penalty), token_scores or [])
 
 
 def _expand(scores: torch.Tensor, top: torch.Tensor, ids: torch.Tensor, eos: torch.Tensor, forced: torch.Tensor,
@@ -138,6 +152,7 @@ def beam_search(model: Seq2Seq, src: torch.Tensor, src_lens: torch.Tensor, bos_i
     scores[:, 0] = 0.0  # at first every beam holds the same <bos>: expand only one of them
     prev = torch.full((batch * k,), bos_id, dtype=torch.long, device=device)
     history = [[[] for _ in range(k)] for _ in range(batch)]  # tokens of each live beam
+    steps = [[[] for _ in range(k)] for _ in range(batch)]  # and their log-probabilities
     finished: list[list[Hypothesis]] = [[] for _ in range(batch)]
     alive = list(range(batch))  # original sentence of each live row group
     max_lens = max_lens.to(device)
@@ -147,8 +162,9 @@ def beam_search(model: Seq2Seq, src: torch.Tensor, src_lens: torch.Tensor, bos_i
         forced = max_lens[alive] <= t
         top_scores, top_beams, top_tokens = _expand(scores, top, ids, eos, forced, eos_id, k * (2 + placeholders))
         next_scores, next_rows, next_tokens, keep = [], [], [], []
+        previous = scores.tolist()
         for i, sent in enumerate(alive):
-            new_scores, new_beams, new_tokens, new_history = [], [], [], []
+            new_scores, new_beams, new_tokens, new_history, new_steps = [], [], [], [], []
             rank = -1  # among the allowed candidates
             for s, beam, token in zip(top_scores[i].tolist(), top_beams[i].tolist(), top_tokens[i].tolist()):
                 if s == float("-inf") or len(new_scores) == k:
@@ -156,14 +172,16 @@ def beam_search(model: Seq2Seq, src: torch.Tensor, src_lens: torch.Tensor, bos_i
                 if spans and spans.blocks(sent, token, history[sent][beam]):
                     continue
                 rank += 1
+                step = steps[sent][beam] + [s - previous[i][beam]]
                 if token == eos_id:
                     if rank < k:  # only an <eos> among the k best ends a hypothesis
-                        finished[sent].append(hypothesis(history[sent][beam], s, length_penalty))
+                        finished[sent].append(hypothesis(history[sent][beam], s, length_penalty, step))
                     continue
                 new_scores.append(s)
                 new_beams.append(i * k + beam)
                 new_tokens.append(token)
                 new_history.append(history[sent][beam] + [token])
+                new_steps.append(step)
             if len(finished[sent]) >= k or forced[i].item() or not new_scores:
                 continue  # this sentence is done
             while len(new_scores) < k:  # pad with dead beams so every sentence keeps k rows
@@ -171,7 +189,8 @@ def beam_search(model: Seq2Seq, src: torch.Tensor, src_lens: torch.Tensor, bos_i
                 new_beams.append(new_beams[0])
                 new_tokens.append(new_tokens[0])
                 new_history.append(new_history[0])
-            history[sent] = new_history
+                new_steps.append(new_steps[0])
+            history[sent], steps[sent] = new_history, new_steps
             next_scores.append(new_scores)
             next_rows.extend(new_beams)
             next_tokens.extend(new_tokens)

@@ -15,8 +15,9 @@ from __future__ import annotations
 import dataclasses
 import itertools
 import logging
+import math
 from collections.abc import Iterable, Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import NamedTuple
 
 import torch
@@ -27,9 +28,10 @@ from nmt.data import pad
 from nmt.model import Seq2Seq
 from nmt.onnx_engine import OnnxSeq2Seq, engine_device, load_engine, map_batches, torch_threads
 from nmt.protect import Number, SpanRule
-from nmt.search import Hypothesis, beam_search, forced_attention, greedy, hypothesis
+from nmt.search import Hypothesis, beam_search, forced, greedy, hypothesis
 from nmt.tokenizer import Tokenizer, WordTokenizer, legacy_form
 from nmt.vocab import EOS, Vocab
+from nmt.words import alignment, word_scores, words_of
 
 logger = logging.getLogger(__name__)
 
@@ -40,6 +42,14 @@ class Translation:
     tokenized: str  # lowercased and tokenized: the legacy form (`nmt translate --tokenized`)
     score: float  # log-probability / length^decode.length_penalty, <eos> counted: what beams rank by
     tokens: list[str]  # the output pieces (or words) as the model wrote them, <eos> excluded
+    token_scores: list[float] = field(default_factory=list)  # each token's natural-log probability, <eos> last
+    words: list[str] = field(default_factory=list)  # the words of `text` (a word model's: its tokens)
+    word_scores: list[float] = field(default_factory=list)  # each word's: its pieces' lowest token score
+
+    @property
+    def mean_score(self) -> float:
+        """The mean of `token_scores` (<eos> counted): the sentence's score per token."""
+        return sum(self.token_scores) / len(self.token_scores) if self.token_scores else math.nan
 
 
 class Attention(NamedTuple):
@@ -47,12 +57,28 @@ class Attention(NamedTuple):
     tgt_tokens: list[str]  # the output pieces, <eos> included (numbers for placeholders)
     weights: torch.Tensor  # (len(tgt_tokens), len(src_tokens)), each row sums to 1
 
+    def alignment(self) -> list[tuple[int, int]]:
+        """Hard word alignment, (source word, output word) index pairs: each output word to the
+        source word its pieces attended most (`nmt.words.alignment`; `nmt.words.pharaoh` prints it)."""
+        return alignment(self.weights, words_of(self.src_tokens), words_of(self.tgt_tokens))
+
 
 def protected_sources(tokenizer: Tokenizer, texts: Sequence[str]) -> tuple[list[str], list[list[Number]]]:
     """The texts the model reads (data.protect: numbers as placeholders) and each one's numbers."""
     if tokenizer.protector is None:
         return list(texts), [[] for _ in texts]
     return tokenizer.protector.protect_sources(texts)
+
+
+def translation(tokenizer: Tokenizer, tokens: list[str], hyp: Hypothesis, numbers: list[Number]) -> Translation:
+    """A search's output `tokens` as text, with its scores by token and by word."""
+    text, tokenized = tokenizer.target_text(tokens), tokenizer.legacy_text(tokens)
+    if numbers:  # data.protect: the numbers back, in the target's conventions
+        text = tokenizer.protector.restore(text, numbers)  # type: ignore[union-attr]
+        tokenized = legacy_form(text)
+    words = words_of(shown(tokenizer, [], tokens, torch.zeros(0), numbers).tgt_tokens)
+    return Translation(text, tokenized, hyp.normalized, tokens, hyp.token_scores, [w for w, _ in words],
+                       word_scores(hyp.token_scores, words) if hyp.token_scores else [])
 
 
 def rule(tokenizer: Tokenizer, numbers: Sequence[list[Number]]) -> SpanRule | None:
@@ -77,6 +103,55 @@ def shown(tokenizer: Tokenizer, src_tokens: list[str], out_tokens: list[str], we
         return Attention(src_tokens, out_tokens, weights)
     return Attention([protector.source_piece(t, numbers) for t in src_tokens],
                      [protector.target_piece(t, numbers) for t in out_tokens], weights)
+
+
+def score_given(translator: Translator, texts: Sequence[str], outputs: Sequence[str]) -> list[Translation]:
+    """`Translator.score`: forced decoding of given outputs, batched by source length."""
+    tokenizer, vocab = translator.tokenizer, translator.tgt_vocab
+    sources, targets, numbers = list(texts), list(outputs), [[] for _ in texts]
+    if tokenizer.protector:  # numbers as placeholders where they match, as in training
+        sources, targets = tokenizer.protector.protect_pairs(texts, outputs)
+        numbers = [tokenizer.protector.numbers(t) if s != t else [] for s, t in zip(sources, texts)]
+    out_ids = [vocab.encode(t) for t in tokenizer.target_tokens(targets)]
+    results = [Translation("", "", math.nan, []) for _ in texts]
+    for i, (scores, _) in forced_batches(translator, tokenizer.source_tokens(sources), out_ids).items():
+        hyp = hypothesis(out_ids[i], sum(scores), translator.cfg.length_penalty, scores)
+        results[i] = translation(tokenizer, vocab.decode(out_ids[i]), hyp, numbers[i])
+    return results
+
+
+def alignments(translator: Translator, texts: Sequence[str], translations: Sequence[Translation]
+               ) -> list[list[tuple[int, int]]]:
+    """Hard word alignments of translations of `texts` (their own tokens: from any search)."""
+    sources, numbers = protected_sources(translator.tokenizer, texts)
+    src_tokens = translator.tokenizer.source_tokens(sources)
+    out_ids = [translator.tgt_vocab.encode(t.tokens) for t in translations]
+    found = forced_batches(translator, src_tokens, out_ids)
+    out: list[list[tuple[int, int]]] = [[] for _ in texts]
+    for i, (_, weights) in found.items():
+        src = [translator.src_vocab.itos[x] for x in source_ids(src_tokens[i], translator.src_vocab,
+                                                                 translator.cfg.max_input_len)]
+        out[i] = shown(translator.tokenizer, src, translations[i].tokens + [EOS], weights, numbers[i]).alignment()
+    return out
+
+
+def forced_batches(translator: Translator, src_tokens: Sequence[list[str]], out_ids: Sequence[list[int]]
+                   ) -> dict[int, tuple[list[float], torch.Tensor]]:
+    """`search.forced` over many sentences, batched by source length: per non-empty source, its
+    output's token scores and attention weights."""
+    order = sorted((i for i, s in enumerate(src_tokens) if s), key=lambda i: len(src_tokens[i]))
+    size, vocab = translator.cfg.batch_size, translator.tgt_vocab
+    batches = [order[start: start + size] for start in range(0, len(order), size)]
+
+    def decode(indices: list[int]) -> list[tuple[list[float], torch.Tensor]]:
+        ids = [source_ids(src_tokens[i], translator.src_vocab, translator.cfg.max_input_len) for i in indices]
+        src = pad(ids, translator.src_vocab.pad_id).to(translator.device)
+        lens = torch.tensor([len(x) for x in ids], device=translator.device)
+        return forced(translator.model, src, lens, vocab.bos_id, vocab.eos_id, [out_ids[i] for i in indices],
+                      translator.banned_id)
+
+    decoded = map_batches(translator.model, decode, batches)
+    return dict(zip(itertools.chain(*batches), itertools.chain(*decoded)))
 
 
 def output_caps(src_lens: torch.Tensor, cfg: DecodeConfig) -> torch.Tensor:
@@ -128,7 +203,14 @@ class Translator:
         texts = [texts] if isinstance(texts, str) else texts
         sources, numbers = protected_sources(self.tokenizer, texts)
         searched = self._search(self.tokenizer.source_tokens(sources), beam, n, first_line, numbers)
-        return [[self._translation(h, found) for h in hyps] for hyps, found in zip(searched, numbers)]
+        return [[translation(self.tokenizer, self.tgt_vocab.decode(h.tokens), h, found) for h in hyps]
+                for hyps, found in zip(searched, numbers)]
+
+    def score(self, texts: str | Sequence[str], outputs: str | Sequence[str]) -> list[Translation]:
+        """The model's scores of given translations `outputs` of `texts` (forced decoding; the scale
+        search scores on): a Translation of each output, with its tokens' and words' scores."""
+        single = isinstance(texts, str)
+        return score_given(self, [texts] if single else texts, [outputs] if single else outputs)  # type: ignore
 
     def translate_stream(self, lines: Iterable[str], beam: int | None = None, chunk_size: int | None = None,
                          tokenized: bool = False) -> Iterator[str]:
@@ -157,7 +239,8 @@ class Translator:
         with torch_threads(self.model):
             if output is not None:
                 out = self.tgt_vocab.encode(list(output))
-                weights = forced_attention(self.model, src, len(ids), bos, eos, out)
+                src_lens = torch.tensor([len(ids)], device=self.device)
+                weights = forced(self.model, src, src_lens, bos, eos, [out])[0][1]
                 out_tokens = [self.tgt_vocab.itos[i] for i in out] + [EOS]
                 return shown(self.tokenizer, src_tokens, out_tokens, weights, numbers)
             src_lens = torch.tensor([len(ids)], device=self.device)
@@ -167,14 +250,6 @@ class Translator:
         if rows[0].shape[0] > len(out_tokens):  # the <eos> step was attended too
             out_tokens.append(EOS)
         return shown(self.tokenizer, src_tokens, out_tokens, rows[0], numbers)
-
-    def _translation(self, hyp: Hypothesis, numbers: list[Number]) -> Translation:
-        tokens = self.tgt_vocab.decode(hyp.tokens)
-        if not numbers:
-            return Translation(self.tokenizer.target_text(tokens), self.tokenizer.legacy_text(tokens), hyp.normalized,
-                               tokens)
-        text = self.tokenizer.protector.restore(self.tokenizer.target_text(tokens), numbers)  # type: ignore[union-attr]
-        return Translation(text, legacy_form(text), hyp.normalized, tokens)
 
     def _search(self, sources: Sequence[list[str]], beam: int | None, nbest: int, first_line: int,
                 numbers: Sequence[list[Number]]) -> list[list[Hypothesis]]:
@@ -197,9 +272,9 @@ class Translator:
         src_lens = torch.tensor([len(x) for x in ids], device=self.device)
         caps, bos, eos = output_caps(src_lens, self.cfg), self.tgt_vocab.bos_id, self.tgt_vocab.eos_id
         if beam == 1:
-            scores: list[float] = []
+            scores: list[list[float]] = []
             outputs, _ = greedy(self.model, src, src_lens, bos, eos, caps, banned_id=self.banned_id, scores=scores,
                                 spans=spans)
-            return [[hypothesis(o, s, self.cfg.length_penalty)] for o, s in zip(outputs, scores)]
+            return [[hypothesis(o, sum(s), self.cfg.length_penalty, s)] for o, s in zip(outputs, scores)]
         return beam_search(self.model, src, src_lens, bos, eos, caps, beam, self.cfg.length_penalty, nbest,
                            self.banned_id, spans)

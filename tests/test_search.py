@@ -27,13 +27,30 @@ def _inputs(seed, batch=6):
 
 def _log_prob(model, src, src_len, tokens):
     """The model's own score of `tokens` + <eos>, by teacher forcing."""
+    return sum(_token_log_probs(model, src, src_len, tokens))
+
+
+def _token_log_probs(model, src, src_len, tokens):
     state = model.encode(src[None, :src_len], torch.tensor([src_len]))
-    total, prev = 0.0, BOS
+    out, prev = [], BOS
     for token in tokens + [EOS]:
         logits, state, _ = model.decode_step(torch.tensor([prev]), state)
-        total += logits.log_softmax(-1)[0, token].item()
+        out.append(logits.log_softmax(-1)[0, token].item())
         prev = token
-    return total
+    return out
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_greedy_gives_each_tokens_log_probability(seed):
+    model = _model(seed)
+    src, lens, caps = _inputs(seed)
+    scores = []
+    outputs, _ = greedy(model, src, lens, BOS, EOS, caps, scores=scores)
+    for i, (output, steps) in enumerate(zip(outputs, scores)):
+        expected = _token_log_probs(model, src[i], int(lens[i]), output)
+        if len(output) == caps[i]:  # stopped at the cap: no <eos> was chosen
+            expected = expected[:-1]
+        assert steps == pytest.approx(expected, abs=1e-4)
 
 
 @pytest.mark.parametrize("seed", range(4))
@@ -57,6 +74,9 @@ def test_scores_are_the_models_log_probs_and_grow_with_the_beam():
             for i, h in enumerate(hyps):
                 assert len(h[0].tokens) <= caps[i]
                 assert h[0].score == pytest.approx(_log_prob(model, src[i], int(lens[i]), h[0].tokens), abs=1e-4)
+                # each token's own log-probability, <eos> last
+                assert h[0].token_scores == pytest.approx(_token_log_probs(model, src[i], int(lens[i]), h[0].tokens),
+                                                          abs=1e-4)
             best[k] = [h[0].normalized for h in hyps]
         for small, large in ((1, 2), (2, 5), (5, 10)):
             assert all(b >= a - 1e-5 for a, b in zip(best[small], best[large])), (seed, small, large)

@@ -1,0 +1,85 @@
+"""From the model's pieces to the words a person reads: word scores and word alignments.
+
+A subword model's pieces group into words at SentencePiece's word-start mark "▁" (a word is
+its pieces, "▁J" "'" "ai" is J'ai), the groups a word model's tokens are one each. A word's
+score joins its pieces' log-probabilities by `WORD_SCORE` (the lowest: a word is as doubtful
+as its most doubtful piece; scripts/experiments/word_score_errors.py measures it against the
+mean). A hard alignment takes, for each output word, the source word that holds the most
+attention over its pieces (Pharaoh format: "source-output" word indices, from 0).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+import torch
+
+WORD_START = "\u2581"  # SentencePiece's "▁"
+
+
+def word_groups(pieces: Sequence[str], subword: bool) -> list[list[int]]:
+    """The indices of the pieces of each word, in order; pieces that spell nothing (a lone "▁",
+    <eos>) join no word. A word model's tokens are words of their own."""
+    if not subword:
+        return [[i] for i, piece in enumerate(pieces) if piece != "<eos>"]
+    groups: list[list[int]] = []
+    for i, piece in enumerate(pieces):
+        if piece == "<eos>":
+            continue
+        if piece.startswith(WORD_START) or not groups:
+            groups.append([])
+        if piece.strip(WORD_START):
+            groups[-1].append(i)
+    return [g for g in groups if g]
+
+
+def is_subword(pieces: Sequence[str]) -> bool:
+    """SentencePiece starts every sentence with a word-start mark; a word model never writes one."""
+    return any(p.startswith(WORD_START) for p in pieces)
+
+
+def words_of(pieces: Sequence[str]) -> list[tuple[str, list[int]]]:
+    """Each word as the output text spells it, with the indices of its pieces; a piece that
+    spells several words (a restored number: 30 000) gives each of them."""
+    out = []
+    for group in word_groups(pieces, is_subword(pieces)):
+        for word in "".join(pieces[i] for i in group).replace(WORD_START, " ").split():
+            out.append((word, group))
+    return out
+
+
+def lowest(scores: Sequence[float]) -> float:
+    return min(scores)
+
+
+def mean(scores: Sequence[float]) -> float:
+    return sum(scores) / len(scores)
+
+
+WORD_SCORE: Callable[[Sequence[float]], float] = lowest  # how a word's pieces' scores join
+
+
+def word_scores(token_scores: Sequence[float], words: Sequence[tuple[str, list[int]]],
+                join: Callable[[Sequence[float]], float] = WORD_SCORE) -> list[float]:
+    """Each word's score from its pieces' log-probabilities."""
+    return [join([token_scores[i] for i in group]) for _, group in words]
+
+
+def alignment(weights: torch.Tensor, src_words: Sequence[tuple[str, list[int]]],
+              out_words: Sequence[tuple[str, list[int]]]) -> list[tuple[int, int]]:
+    """Hard word alignment from attention weights (output pieces, source pieces): each output word
+    to the source word with the most attention mass summed over both words' pieces (the first
+    such word on a tie). Pairs of (source word, output word) indices."""
+    if not src_words:
+        return []
+    pairs = []
+    for out_index, (_, out_group) in enumerate(out_words):
+        attended = weights[out_group].sum(0)
+        mass = [float(attended[group].sum()) for _, group in src_words]
+        pairs.append((max(range(len(mass)), key=mass.__getitem__), out_index))
+    return pairs
+
+
+def pharaoh(pairs: Sequence[tuple[int, int]]) -> str:
+    """Alignments as fast_align, fairseq and Marian print them: "0-0 1-2 ..."."""
+    return " ".join(f"{s}-{t}" for s, t in pairs)

@@ -45,6 +45,9 @@ ScoresOpt = Annotated[bool, typer.Option(
 AlignOpt = Annotated[bool, typer.Option(
     "--align", help="After each translation, a tab and its word alignment to the source from the attention, "
                     "Pharaoh format: 'source-output' word indices from 0.")]
+PrefixOpt = Annotated[Optional[str], typer.Option(
+    "--prefix", help="Every translation starts with this text (tokenized as the output is); the search "
+                     "completes it, e.g. --prefix 'Je ne'.")]
 TargetArg = Annotated[Optional[Path], typer.Argument(
     help="YAML config (default: configs/default.yaml); with --resume, a run directory "
          "(default: the newest run under runs/).", show_default=False)]
@@ -188,7 +191,8 @@ def prepare(
 def translate(text: TextArg = None, input_: InputOpt = None, checkpoint: CheckpointOpt = None,
               device: DeviceOpt = "auto", beam: BeamOpt = None, nbest: NbestOpt = 1, plot: PlotOpt = None,
               show_attention: ShowAttentionOpt = False, tokenized: TokenizedOpt = False,
-              engine: EngineOpt = "torch", scores: ScoresOpt = False, align: AlignOpt = False) -> None:
+              engine: EngineOpt = "torch", scores: ScoresOpt = False, align: AlignOpt = False,
+              prefix: PrefixOpt = None) -> None:
     """Translate: sentences given here, a file, piped stdin, or an interactive prompt."""
     from nmt.corpus import iter_text_lines
     from nmt.translator import Translator
@@ -206,8 +210,8 @@ def translate(text: TextArg = None, input_: InputOpt = None, checkpoint: Checkpo
     translator = Translator.load(checkpoint, device, engine=engine)
     if plot or show_attention:
         _translate_with_attention(translator, text, plot, show_attention, beam)
-    elif scores or align:
-        _print_checked(translator, text if text else _read_all(input_), beam, scores, align, tokenized)
+    elif scores or align or prefix:
+        _print_checked(translator, text if text else _read_all(input_), beam, scores, align, tokenized, prefix, nbest)
     elif nbest > 1:
         _print_nbest(translator, text if text else _read_all(input_), beam, nbest, tokenized)
     elif text:
@@ -241,8 +245,9 @@ def _read_all(input_: Optional[str]) -> list[str]:
         return list(iter_text_lines(f, input_ or "stdin"))
 
 
-def _print_nbest(translator, lines: list[str], beam: Optional[int], nbest: int, tokenized: bool) -> None:
-    for index, translations in enumerate(translator.nbest(lines, nbest, beam)):
+def _print_nbest(translator, lines: list[str], beam: Optional[int], nbest: int, tokenized: bool,
+                 prefix: Optional[str] = None) -> None:
+    for index, translations in enumerate(translator.nbest(lines, nbest, beam, prefix=prefix)):
         if not translations:  # an empty input still gets its line
             typer.echo(f"{index}\t\t")
         for t in translations:
@@ -250,11 +255,14 @@ def _print_nbest(translator, lines: list[str], beam: Optional[int], nbest: int, 
 
 
 def _print_checked(translator, lines: list[str], beam: Optional[int], scores: bool, align: bool,
-                   tokenized: bool) -> None:
+                   tokenized: bool, prefix: Optional[str], nbest: int) -> None:
     from nmt.translator import alignments
     from nmt.words import pharaoh
 
-    best = translator.translations(lines, beam)
+    if nbest > 1:  # with --prefix only: n-best lists that all start with it
+        _print_nbest(translator, lines, beam, nbest, tokenized, prefix)
+        return
+    best = translator.translations(lines, beam, prefix=prefix)
     aligned = alignments(translator, lines, best) if align else None
     for index, t in enumerate(best):
         fields = [t.tokenized if tokenized else t.text]

@@ -9,12 +9,14 @@ import torch
 from nmt.model import Seq2Seq
 from nmt.protect import SpanRule
 
+EVERY = 1 << 30  # as candidates' k: every token of the vocabulary, for the steps a prefix forces
+
 
 @torch.inference_mode()
 def greedy(model: Seq2Seq, src: torch.Tensor, src_lens: torch.Tensor, bos_id: int, eos_id: int,
            max_lens: torch.Tensor, return_attention: bool = False, banned_id: int | None = None,
-           scores: list[list[float]] | None = None, spans: SpanRule | None = None
-           ) -> tuple[list[list[int]], list[torch.Tensor] | None]:
+           scores: list[list[float]] | None = None, spans: SpanRule | None = None,
+           prefixes: list[list[int]] | None = None) -> tuple[list[list[int]], list[torch.Tensor] | None]:
     """Pick the most likely token at each step until <eos> or the row's length cap.
 
     src (batch, src_len), src_lens (batch,), max_lens (batch,) output caps, <eos> excluded.
@@ -22,7 +24,8 @@ def greedy(model: Seq2Seq, src: torch.Tensor, src_lens: torch.Tensor, bos_id: in
     weights (out_len, src_len). Finished rows leave the batch so they cost nothing.
     `banned_id` is never produced (a subword model's <unk>). A `scores` list is filled with each
     row's log-probability of every token it chose, <eos> last. `spans` says which number placeholders each
-    row may write (the most likely token it allows is taken).
+    row may write (the most likely token it allows is taken); each row's output starts with its
+    `prefixes` tokens (forced, scored as the model scores them).
     """
     batch = src.shape[0]
     state = model.encode(src, src_lens)
@@ -35,11 +38,11 @@ def greedy(model: Seq2Seq, src: torch.Tensor, src_lens: torch.Tensor, bos_id: in
         scores[:] = [[] for _ in range(batch)]
     width = 1 + (len(spans.ids) if spans else 0)  # enough candidates that one is always allowed
     for t in range(int(max_lens.max().item()) + 1):
-        top, ids, _, state, weights = model.candidates(prev, state, width, banned_id, eos_id)
-        if spans:
-            choice = torch.tensor([next(c for c, token in enumerate(row) if not spans.blocks(sentence, token,
-                                                                                          outputs[sentence]))
-                                   for sentence, row in zip(alive.tolist(), ids.tolist())], device=ids.device)
+        forcing = prefixes is not None and any(t < len(prefixes[row]) for row in alive.tolist())
+        top, ids, _, state, weights = model.candidates(prev, state, EVERY if forcing else width, banned_id, eos_id)
+        if spans or forcing:
+            choice = torch.tensor([_column(ids[i], sentence, outputs[sentence], spans, prefixes)
+                                   for i, sentence in enumerate(alive.tolist())], device=ids.device)
             top, ids = top.gather(1, choice[:, None]), ids.gather(1, choice[:, None])
         prev = ids[:, 0]
         # A row stops at <eos>, or when it has produced its cap (the cap-th step may still say <eos>).
@@ -64,6 +67,17 @@ def greedy(model: Seq2Seq, src: torch.Tensor, src_lens: torch.Tensor, bos_id: in
     return outputs, [torch.stack(rows) if rows else torch.zeros(0, 0) for rows in attention]
 
 
+def _column(ids: torch.Tensor, sentence: int, output: list[int], spans: SpanRule | None,
+            prefixes: list[list[int]] | None) -> int:
+    """Which of a row's candidate tokens `ids` greedy search takes: its prefix's next token, or
+    the most likely one its number placeholders allow."""
+    if prefixes is not None and len(output) < len(prefixes[sentence]):
+        return int((ids == prefixes[sentence][len(output)]).nonzero()[0, 0])
+    if spans is None:
+        return 0
+    return next(c for c, token in enumerate(ids.tolist()) if not spans.blocks(sentence, token, output))
+
+
 @torch.inference_mode()
 def forced(model: Seq2Seq, src: torch.Tensor, src_lens: torch.Tensor, bos_id: int, eos_id: int,
            outputs: list[list[int]], banned_id: int | None = None) -> list[tuple[list[float], torch.Tensor]]:
@@ -80,7 +94,7 @@ def forced(model: Seq2Seq, src: torch.Tensor, src_lens: torch.Tensor, bos_id: in
     scores, weights = [], []
     for t in range(steps):
         # every token's log-probability: the model's k best with k the vocabulary, in either engine
-        top, ids, _, state, step_weights = model.candidates(prev, state, 1 << 30, banned_id, eos_id)
+        top, ids, _, state, step_weights = model.candidates(prev, state, EVERY, banned_id, eos_id)
         scores.append(top.masked_fill(ids != target[:, t, None], 0.0).sum(-1).float().cpu())
         weights.append(step_weights.float().cpu())
         prev = target[:, t]
@@ -137,7 +151,8 @@ def _finalize(finished: list[Hypothesis], nbest: int) -> list[Hypothesis]:
 @torch.inference_mode()
 def beam_search(model: Seq2Seq, src: torch.Tensor, src_lens: torch.Tensor, bos_id: int, eos_id: int,
                 max_lens: torch.Tensor, beam_size: int, length_penalty: float = 1.0, nbest: int = 1,
-                banned_id: int | None = None, spans: SpanRule | None = None) -> list[list[Hypothesis]]:
+                banned_id: int | None = None, spans: SpanRule | None = None,
+                prefixes: list[list[int]] | None = None) -> list[list[Hypothesis]]:
     """Batched beam search: k hypotheses for every sentence advance together, one decoder call a step.
 
     A sentence ends once k of its hypotheses have produced <eos> among its k best candidates,
@@ -145,6 +160,7 @@ def beam_search(model: Seq2Seq, src: torch.Tensor, src_lens: torch.Tensor, bos_i
     Returns up to `nbest` hypotheses per sentence, best first. With k = 1 this is greedy search.
     A candidate that writes a number placeholder `spans` does not allow is passed over: each beam
     proposes 2k + P (P placeholders) and a sentence keeps 2k + kP, so 2k allowed ones remain.
+    A sentence's `prefixes` tokens are forced first, on its one live beam (scored by the model).
     """
     batch, k, device = src.shape[0], beam_size, src.device
     state = model.encode(src, src_lens).select(torch.arange(batch, device=device).repeat_interleave(k))
@@ -158,7 +174,9 @@ def beam_search(model: Seq2Seq, src: torch.Tensor, src_lens: torch.Tensor, bos_i
     max_lens = max_lens.to(device)
     placeholders = len(spans.ids) if spans else 0
     for t in range(int(max_lens.max().item()) + 1):
-        top, ids, eos, state, _ = model.candidates(prev, state, 2 * k + placeholders, banned_id, eos_id)
+        forcing = prefixes is not None and any(t < len(prefixes[sent]) for sent in alive)
+        width = EVERY if forcing else 2 * k + placeholders
+        top, ids, eos, state, _ = model.candidates(prev, state, width, banned_id, eos_id)
         forced = max_lens[alive] <= t
         top_scores, top_beams, top_tokens = _expand(scores, top, ids, eos, forced, eos_id, k * (2 + placeholders))
         next_scores, next_rows, next_tokens, keep = [], [], [], []
@@ -166,7 +184,12 @@ def beam_search(model: Seq2Seq, src: torch.Tensor, src_lens: torch.Tensor, bos_i
         for i, sent in enumerate(alive):
             new_scores, new_beams, new_tokens, new_history, new_steps = [], [], [], [], []
             rank = -1  # among the allowed candidates
-            for s, beam, token in zip(top_scores[i].tolist(), top_beams[i].tolist(), top_tokens[i].tolist()):
+            candidates = zip(top_scores[i].tolist(), top_beams[i].tolist(), top_tokens[i].tolist())
+            if prefixes is not None and t < len(prefixes[sent]):  # one live beam takes the prefix's next token
+                token = prefixes[sent][t]
+                log_prob = top[i * k][ids[i * k] == token]
+                candidates = zip([previous[i][0] + float(log_prob[0])], [0], [token])
+            for s, beam, token in candidates:
                 if s == float("-inf") or len(new_scores) == k:
                     break
                 if spans and spans.blocks(sent, token, history[sent][beam]):

@@ -25,6 +25,7 @@ import torch
 from nmt.checkpoint import LoadedModel, load_model
 from nmt.config import DecodeConfig
 from nmt.data import pad
+from nmt.errors import NmtError
 from nmt.model import Seq2Seq
 from nmt.onnx_engine import OnnxSeq2Seq, engine_device, load_engine, map_batches, torch_threads
 from nmt.protect import Number, SpanRule
@@ -79,6 +80,18 @@ def translation(tokenizer: Tokenizer, tokens: list[str], hyp: Hypothesis, number
     words = words_of(shown(tokenizer, [], tokens, torch.zeros(0), numbers).tgt_tokens)
     return Translation(text, tokenized, hyp.normalized, tokens, hyp.token_scores, [w for w, _ in words],
                        word_scores(hyp.token_scores, words) if hyp.token_scores else [])
+
+
+def prefix_ids(tokenizer: Tokenizer, vocab: Vocab, prefix: str | Sequence[str] | None, count: int
+               ) -> list[list[int]] | None:
+    """The target ids each of `count` outputs must start with: `prefix` (one for all, or one per
+    text) tokenized as the target is; None without one."""
+    if prefix is None:
+        return None
+    prefixes = [prefix] * count if isinstance(prefix, str) else list(prefix)
+    if len(prefixes) != count:
+        raise NmtError(f"{len(prefixes)} prefixes for {count} sentences: give one for all, or one per sentence")
+    return [vocab.encode(tokens) for tokens in tokenizer.target_tokens(prefixes)]
 
 
 def rule(tokenizer: Tokenizer, numbers: Sequence[list[Number]]) -> SpanRule | None:
@@ -183,26 +196,29 @@ class Translator:
         return cls(model, loaded.src_vocab, loaded.tgt_vocab, cfg, device, loaded.tokenizer)
 
     def translate(self, texts: str | Sequence[str], beam: int | None = None, tokenized: bool = False,
-                  first_line: int = 1) -> str | list[str]:
+                  first_line: int = 1, prefix: str | Sequence[str] | None = None) -> str | list[str]:
         """A sentence (or a list of them) in, its best translation's text out; empty in, empty out.
         `beam` 1 is greedy search (default: the checkpoint's decode.beam_size); `tokenized` gives
-        the legacy lowercased, tokenized form; `first_line` numbers texts[0] in warnings."""
+        the legacy lowercased, tokenized form; `first_line` numbers texts[0] in warnings; each
+        output starts with `prefix` (one for all, or one per text), tokenized as the target is."""
         if isinstance(texts, str):
-            return self.translate([texts], beam, tokenized, first_line)[0]
-        return [t.tokenized if tokenized else t.text for t in self.translations(texts, beam, first_line)]
+            return self.translate([texts], beam, tokenized, first_line, prefix)[0]
+        return [t.tokenized if tokenized else t.text for t in self.translations(texts, beam, first_line, prefix)]
 
-    def translations(self, texts: Sequence[str], beam: int | None = None, first_line: int = 1) -> list[Translation]:
+    def translations(self, texts: Sequence[str], beam: int | None = None, first_line: int = 1,
+                     prefix: str | Sequence[str] | None = None) -> list[Translation]:
         """The best `Translation` of each text, in input order (an empty one for an empty text)."""
         return [hyps[0] if hyps else Translation("", "", float("nan"), [])
-                for hyps in self.nbest(texts, 1, beam, first_line)]
+                for hyps in self.nbest(texts, 1, beam, first_line, prefix)]
 
     def nbest(self, texts: str | Sequence[str], n: int = 1, beam: int | None = None,
-              first_line: int = 1) -> list[list[Translation]]:
+              first_line: int = 1, prefix: str | Sequence[str] | None = None) -> list[list[Translation]]:
         """Up to `n` translations of each text, best first ([] for an empty text); beam search
         with a beam of at least `n`. `first_line` numbers texts[0] in the warnings."""
         texts = [texts] if isinstance(texts, str) else texts
         sources, numbers = protected_sources(self.tokenizer, texts)
-        searched = self._search(self.tokenizer.source_tokens(sources), beam, n, first_line, numbers)
+        prefixes = prefix_ids(self.tokenizer, self.tgt_vocab, prefix, len(texts))
+        searched = self._search(self.tokenizer.source_tokens(sources), beam, n, first_line, numbers, prefixes)
         return [[translation(self.tokenizer, self.tgt_vocab.decode(h.tokens), h, found) for h in hyps]
                 for hyps, found in zip(searched, numbers)]
 
@@ -230,29 +246,19 @@ class Translator:
     def attention(self, text: str, output: Sequence[str] | None = None, beam: int | None = None) -> Attention:
         """The attention weights behind the translation of `text` (its search: `beam`, default
         decode.beam_size), or behind a given `output` (the tokens of any Translation of it)."""
-        if output is None and (beam or self.cfg.beam_size) > 1:
+        if output is None:
             output = self.translations([text], beam)[0].tokens
         (source,), (numbers,) = protected_sources(self.tokenizer, [text])
         ids = source_ids(self.tokenizer.source_tokens([source])[0], self.src_vocab, self.cfg.max_input_len)
-        src = torch.tensor([ids], device=self.device)
-        src_tokens, bos, eos = [self.src_vocab.itos[i] for i in ids], self.tgt_vocab.bos_id, self.tgt_vocab.eos_id
+        out = self.tgt_vocab.encode(list(output))
         with torch_threads(self.model):
-            if output is not None:
-                out = self.tgt_vocab.encode(list(output))
-                src_lens = torch.tensor([len(ids)], device=self.device)
-                weights = forced(self.model, src, src_lens, bos, eos, [out])[0][1]
-                out_tokens = [self.tgt_vocab.itos[i] for i in out] + [EOS]
-                return shown(self.tokenizer, src_tokens, out_tokens, weights, numbers)
-            src_lens = torch.tensor([len(ids)], device=self.device)
-            outputs, rows = greedy(self.model, src, src_lens, bos, eos, output_caps(src_lens, self.cfg), True,
-                                   self.banned_id, spans=rule(self.tokenizer, [numbers]))
-        out_tokens = [self.tgt_vocab.itos[i] for i in outputs[0]]
-        if rows[0].shape[0] > len(out_tokens):  # the <eos> step was attended too
-            out_tokens.append(EOS)
-        return shown(self.tokenizer, src_tokens, out_tokens, rows[0], numbers)
+            weights = forced(self.model, torch.tensor([ids], device=self.device), torch.tensor([len(ids)]),
+                             self.tgt_vocab.bos_id, self.tgt_vocab.eos_id, [out])[0][1]
+        return shown(self.tokenizer, [self.src_vocab.itos[i] for i in ids],
+                     [self.tgt_vocab.itos[i] for i in out] + [EOS], weights, numbers)
 
     def _search(self, sources: Sequence[list[str]], beam: int | None, nbest: int, first_line: int,
-                numbers: Sequence[list[Number]]) -> list[list[Hypothesis]]:
+                numbers: Sequence[list[Number]], prefixes: list[list[int]] | None) -> list[list[Hypothesis]]:
         """Token lists in; up to `nbest` scored hypotheses each, in input order ([] for an empty one).
         Batches are of sources sorted by length, which keeps padding low."""
         beam = max(beam or self.cfg.beam_size, nbest)
@@ -260,21 +266,25 @@ class Translator:
         order = sorted((i for i, s in enumerate(sources) if s), key=lambda i: len(sources[i]))
         batches = [order[start: start + self.cfg.batch_size] for start in range(0, len(order), self.cfg.batch_size)]
         decoded = map_batches(self.model, lambda indices: self._decode(
-            sources, indices, beam, nbest, first_line, rule(self.tokenizer, [numbers[i] for i in indices])), batches)
+            sources, indices, beam, nbest, first_line, rule(self.tokenizer, [numbers[i] for i in indices]),
+            None if prefixes is None else [prefixes[i] for i in indices]), batches)
         for i, hyps in zip(itertools.chain(*batches), itertools.chain(*decoded)):
             results[i] = hyps
         return results
 
     def _decode(self, sources: Sequence[list[str]], indices: list[int], beam: int, nbest: int,
-                first_line: int, spans: SpanRule | None) -> list[list[Hypothesis]]:
+                first_line: int, spans: SpanRule | None, prefixes: list[list[int]] | None) -> list[list[Hypothesis]]:
         ids = [source_ids(sources[i], self.src_vocab, self.cfg.max_input_len, first_line + i) for i in indices]
         src = pad(ids, self.src_vocab.pad_id).to(self.device)
         src_lens = torch.tensor([len(x) for x in ids], device=self.device)
         caps, bos, eos = output_caps(src_lens, self.cfg), self.tgt_vocab.bos_id, self.tgt_vocab.eos_id
+        if prefixes is not None:  # room for the prefix and as much after it as any output gets
+            caps = torch.maximum(caps, torch.tensor([len(p) for p in prefixes], device=caps.device)
+                                 + self.cfg.max_output_extra)
         if beam == 1:
             scores: list[list[float]] = []
             outputs, _ = greedy(self.model, src, src_lens, bos, eos, caps, banned_id=self.banned_id, scores=scores,
-                                spans=spans)
+                                spans=spans, prefixes=prefixes)
             return [[hypothesis(o, sum(s), self.cfg.length_penalty, s)] for o, s in zip(outputs, scores)]
         return beam_search(self.model, src, src_lens, bos, eos, caps, beam, self.cfg.length_penalty, nbest,
-                           self.banned_id, spans)
+                           self.banned_id, spans, prefixes)

@@ -111,3 +111,32 @@ def test_score_reads_files_or_tab_separated_stdin(run, tmp_path):
     assert short.exit_code == 1 and "--src has 2 lines and --hyp 1" in short.output
     no_tab = runner.invoke(app, ["score", "-c", str(run)], input="I see a cat.\n")
     assert no_tab.exit_code == 1 and "stdin line 1: expected 'source<TAB>translation'" in no_tab.output
+
+
+@pytest.mark.parametrize("beam", [1, 3])
+def test_a_prefix_starts_every_output_and_the_search_completes_it(model, beam):
+    prefix = "Nous aimons"  # not what the model writes for "I see a cat."
+    for text, t in zip(SENTENCES, model.translations(SENTENCES, beam=beam, prefix=prefix)):
+        assert t.text.startswith(prefix) and len(t.text) > len(prefix), t.text  # may go on with its last word
+        forced = model.tokenizer.target_tokens([prefix])[0]
+        assert t.tokens[: len(forced)] == forced
+        rescored = model.score(text, t.text)[0]  # forced prefix tokens are scored as the model scores them
+        if rescored.tokens == t.tokens:
+            assert rescored.token_scores == pytest.approx(t.token_scores, abs=1e-4)
+    per_sentence = model.translations(SENTENCES[:2], beam=beam, prefix=["Je", "Elle"])
+    assert [t.text.split()[0] for t in per_sentence] == ["Je", "Elle"]
+    for hyps in model.nbest(SENTENCES[:1], n=3, prefix=prefix):
+        assert len(hyps) == 3 and all(h.text.startswith(prefix) for h in hyps)
+
+
+def test_prefixes_must_be_one_or_one_per_sentence(model):
+    from nmt.errors import NmtError
+
+    with pytest.raises(NmtError, match="2 prefixes for 3 sentences"):
+        model.translations(SENTENCES, prefix=["Je", "Tu"])
+
+
+def test_translate_completes_a_prefix(run):
+    result = CliRunner().invoke(app, ["translate", "I see a cat.", "-c", str(run), "--prefix", "Je vois"])
+    assert result.exit_code == 0, result.output
+    assert result.stdout.startswith("Je vois") and len(result.stdout.strip()) > len("Je vois")

@@ -29,6 +29,7 @@ class Submission:
     options: Options
     attention: bool = False  # also the weights behind each best translation
     future: Future = field(default_factory=Future)
+    prefixes: list[str] | None = None  # per text, what its translations must start with ("": nothing)
 
 
 @dataclass
@@ -58,12 +59,13 @@ class BatchingQueue:
         self.worker = threading.Thread(target=self._run, name="nmt-batcher", daemon=True)
         self.worker.start()
 
-    def submit(self, texts: list[str], options: Options, attention: bool = False) -> Future:
+    def submit(self, texts: list[str], options: Options, attention: bool = False,
+               prefixes: list[str] | None = None) -> Future:
         with self.lock:
             if self.pending + len(texts) > self.max_pending:
                 raise QueueFull
             self.pending += len(texts)
-        submission = Submission(texts, options, attention)
+        submission = Submission(texts, options, attention, prefixes=prefixes)
         self.submissions.put(submission)
         return submission.future
 
@@ -109,8 +111,10 @@ class BatchingQueue:
 
     def _decode(self, options: Options, group: list[Submission]) -> None:
         texts = [text for submission in group for text in submission.texts]
-        try:
-            translations = self.translator.nbest(texts, options.nbest, options.beam)
+        prefixes = [p for s in group for p in (s.prefixes or [""] * len(s.texts))]
+        try:  # requests with and without prefixes share the batch ("" forces nothing)
+            translations = self.translator.nbest(texts, options.nbest, options.beam,
+                                                 prefix=prefixes if any(prefixes) else None)
             self.batches += 1
         except Exception as e:  # the callers get the error; the worker lives on
             self._release(group)

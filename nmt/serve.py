@@ -29,6 +29,7 @@ from nmt.checkpoint import LoadedModel, load_model
 from nmt.errors import NmtError
 from nmt.onnx_engine import engine_device
 from nmt.translator import Translator
+from nmt.words import pharaoh, words_of
 
 logger = logging.getLogger(__name__)
 
@@ -53,6 +54,9 @@ class TranslateRequest(BaseModel):
     beam: int | None = None
     nbest: int = 1
     attention: bool = False
+    scores: bool = False
+    align: bool = False
+    prefix: str | list[str] | None = None
 
 
 class OpenNMTItem(BaseModel):  # OpenNMT-py's REST server takes a list of these
@@ -127,20 +131,39 @@ class Service:
                 raise ApiError(422, f"{name}: {value} is out of range; use 1 to {s.max_beam}")
         return Options(max(beam, nbest) if nbest > 1 else beam, nbest)
 
-    async def translate(self, texts: list[str], options: Options, attention: bool = False) -> list[Result]:
+    def prefixes(self, prefix: str | list[str] | None, count: int) -> list[str] | None:
+        """A request's prefixes, one per text (one string is every text's)."""
+        if prefix is None:
+            return None
+        prefixes = [prefix] * count if isinstance(prefix, str) else prefix
+        if len(prefixes) != count:
+            raise ApiError(422, f"prefix: {len(prefixes)} prefixes for {count} texts; send one string, or one a text")
+        if any(len(p) > self.settings.max_chars for p in prefixes):
+            raise ApiError(413, f"prefix: over {self.settings.max_chars:,} characters")
+        return prefixes
+
+    async def translate(self, texts: list[str], options: Options, attention: bool = False,
+                        prefixes: list[str] | None = None) -> list[Result]:
         assert self.queue is not None, "the queue starts with the app"
         try:
-            future = self.queue.submit(texts, options, attention)
+            future = self.queue.submit(texts, options, attention, prefixes)
         except QueueFull:
             raise ApiError(503, "the server is busy; retry shortly", {"Retry-After": "1"}) from None
         return await asyncio.wrap_future(future)
 
-    def entry(self, text: str, result: Result, nbest: int) -> dict[str, Any]:
+    def entry(self, text: str, result: Result, nbest: int, scores: bool = False, align: bool = False
+              ) -> dict[str, Any]:
         best = result.translations[0] if result.translations else None
         out: dict[str, Any] = {"src": text, "tgt": best.text if best else "",
                                "score": round(best.score, 4) if best else None}
+        if scores and best:
+            out.update(mean_score=round(best.mean_score, 4), words=best.words,
+                       word_scores=[round(s, 4) for s in best.word_scores])
         if nbest > 1:
             out["nbest"] = [{"tgt": t.text, "score": round(t.score, 4)} for t in result.translations]
+        if align and result.attention is not None:
+            out["alignment"] = pharaoh(result.attention.alignment())
+            out["src_words"] = [w for w, _ in words_of(result.attention.src_tokens)]  # what the indices count
         if result.attention is not None:
             src_tokens, out_tokens, weights = result.attention
             out["attention"] = {"src_tokens": src_tokens, "tgt_tokens": out_tokens,
@@ -187,8 +210,10 @@ def create_app(translator: Translator, settings: ServeSettings, info: dict[str, 
 
     @app.post("/translate", openapi_extra=_schema(TranslateRequest))
     async def translate(request: Request) -> dict[str, Any]:
-        """Translate `text` (a string) or `texts` (a list); optional `beam`, `nbest` and
-        `attention` (source and output tokens with the weight matrix, output x source)."""
+        """Translate `text` (a string) or `texts` (a list); optional `beam`, `nbest`, `attention`
+        (source and output tokens with the weight matrix, output x source), `scores` (the mean
+        token log-probability, the words and each word's), `align` (Pharaoh word alignment) and
+        `prefix` (what each output starts with: one string, or one per text)."""
         try:
             body = TranslateRequest.model_validate(await read_json(request, settings.max_body_bytes))
         except ValidationError as e:
@@ -197,8 +222,12 @@ def create_app(translator: Translator, settings: ServeSettings, info: dict[str, 
             raise ApiError(422, 'send "text" (a string) or "texts" (a list of strings), one of the two')
         texts = [body.text] if body.text is not None else list(body.texts or [])
         options = service.check(texts, body.beam, body.nbest)
-        results = await service.translate(texts, options, body.attention)
-        entries = [service.entry(t, r, body.nbest) for t, r in zip(texts, results)]
+        prefixes = service.prefixes(body.prefix, len(texts))
+        results = await service.translate(texts, options, body.attention or body.align, prefixes)
+        entries = [service.entry(t, r, body.nbest, body.scores, body.align) for t, r in zip(texts, results)]
+        if body.align and not body.attention:
+            for entry in entries:
+                entry.pop("attention", None)
         return {"translations": entries, "beam": options.beam}
 
     @app.post("/translator/translate", openapi_extra=_schema(OpenNMTItem, many=True))

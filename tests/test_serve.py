@@ -87,6 +87,20 @@ def test_nbest_and_attention(client, translator):
     assert torch.allclose(torch.tensor(best["attention"]["weights"]), weights, atol=1e-3)
 
 
+def test_scores_alignments_and_prefixes(client, translator):
+    body = client.post("/translate", json={"texts": SENTENCES[:2], "scores": True, "align": True}).json()
+    for entry, t in zip(body["translations"], translator.translations(SENTENCES[:2])):
+        assert entry["words"] == t.words and entry["word_scores"] == [round(s, 4) for s in t.word_scores]
+        assert entry["mean_score"] == round(t.mean_score, 4)
+        assert len(entry["alignment"].split()) == len(t.words) and entry["src_words"]
+        assert "attention" not in entry  # align alone does not send the matrix
+    # one request, one text with a prefix and one without: they share the batch
+    mixed = client.post("/translate", json={"texts": SENTENCES[:2], "prefix": ["nous", ""]}).json()["translations"]
+    assert [m["tgt"] for m in mixed] == [translator.translate(SENTENCES[0], prefix="nous"),
+                                        translator.translate(SENTENCES[1])]
+    assert mixed[0]["tgt"].lower().startswith("nous")
+
+
 def test_opennmt_py_clients_work_unchanged(client, translator):
     # The exact shape an OpenNMT-py REST client sends, and the shape it reads back.
     response = client.post("/translator/translate", content=json.dumps([{"src": "I see a cat.", "id": 100}]),
@@ -116,6 +130,8 @@ BAD = [
     ("body over the size limit", json.dumps({"texts": ["x" * 150] * 40}).encode(), "bytes"),
     ("bytes that are not UTF-8", b'{"text": "Caf\xe9"}', "UTF-8"),
     ("not an object", b'["Go."]', "TranslateRequest"),
+    ("a prefix for some texts", b'{"texts": ["Go.", "Hi."], "prefix": ["Va"]}', "1 prefixes for 2 texts"),
+    ("a prefix that is no string", b'{"text": "Go.", "prefix": 3}', "prefix"),
 ]
 
 
@@ -314,6 +330,23 @@ def test_the_page_in_a_real_browser(run, translator, tmp_path):
                 page.fill("#source", "I see a cat.")
                 page.wait_for_function("expected => document.querySelector('#output').textContent === expected",
                                        arg=translator.translate(["I see a cat."])[0], timeout=30_000)
+                # each word shaded by its score; hovering one marks the source word it is aligned to
+                best = translator.translations(["I see a cat."])[0]
+                assert page.eval_on_selector_all("#output .word", "els => els.map(e => e.textContent)") == best.words
+                shades = page.eval_on_selector_all("#output .word",
+                                                   "els => els.map(e => e.style.getPropertyValue('--d'))")
+                assert all(0 <= float(d) <= 1 for d in shades), shades
+                page.hover("#output .word")
+                assert page.eval_on_selector_all("#src-words .aligned", "els => els.length") == 1
+                # the user's own start is completed as they type; Tab takes the completion
+                completed = translator.translate("I see a cat.", prefix="Nous")
+                page.fill("#prefix", "Nous")
+                page.wait_for_function("expected => document.querySelector('#completion').textContent === expected",
+                                       arg=completed, timeout=30_000)
+                assert page.text_content("#completion .ghost") == completed[len("Nous"):]
+                page.focus("#prefix")
+                page.keyboard.press("Tab")
+                assert page.input_value("#prefix") == completed
             browser.close()
     finally:
         proc.send_signal(signal.SIGTERM)

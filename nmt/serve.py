@@ -162,7 +162,7 @@ class Service:
         if nbest > 1:
             out["nbest"] = [{"tgt": t.text, "score": round(t.score, 4)} for t in result.translations]
         if align and result.attention is not None:
-            out["alignment"] = pharaoh(result.attention.alignment())
+            out["alignment"] = pharaoh(result.attention.alignment(best))
             out["src_words"] = [w for w, _ in words_of(result.attention.src_tokens)]  # what the indices count
         if result.attention is not None:
             src_tokens, out_tokens, weights = result.attention

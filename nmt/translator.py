@@ -32,7 +32,7 @@ from nmt.protect import Number, SpanRule
 from nmt.search import Hypothesis, beam_search, forced, greedy, hypothesis
 from nmt.tokenizer import Tokenizer, WordTokenizer, legacy_form
 from nmt.vocab import EOS, Vocab
-from nmt.words import alignment, word_scores, words_of
+from nmt.words import alignment, text_words, word_scores, words_of
 
 logger = logging.getLogger(__name__)
 
@@ -44,8 +44,9 @@ class Translation:
     score: float  # log-probability / length^decode.length_penalty, <eos> counted: what beams rank by
     tokens: list[str]  # the output pieces (or words) as the model wrote them, <eos> excluded
     token_scores: list[float] = field(default_factory=list)  # each token's natural-log probability, <eos> last
-    words: list[str] = field(default_factory=list)  # the words of `text` (a word model's: its tokens)
+    words: list[str] = field(default_factory=list)  # the words of `text`, as text.split() gives them
     word_scores: list[float] = field(default_factory=list)  # each word's: its pieces' lowest token score
+    word_pieces: list[list[int]] = field(default_factory=list)  # each word's indices into `tokens`
 
     @property
     def mean_score(self) -> float:
@@ -58,10 +59,13 @@ class Attention(NamedTuple):
     tgt_tokens: list[str]  # the output pieces, <eos> included (numbers for placeholders)
     weights: torch.Tensor  # (len(tgt_tokens), len(src_tokens)), each row sums to 1
 
-    def alignment(self) -> list[tuple[int, int]]:
+    def alignment(self, output: Translation | None = None) -> list[tuple[int, int]]:
         """Hard word alignment, (source word, output word) index pairs: each output word to the
-        source word its pieces attended most (`nmt.words.alignment`; `nmt.words.pharaoh` prints it)."""
-        return alignment(self.weights, words_of(self.src_tokens), words_of(self.tgt_tokens))
+        source word its pieces attended most (`nmt.words.alignment`; `nmt.words.pharaoh` prints
+        it). Output words are those of `output` (the Translation these weights are behind), else
+        as the pieces group (a word model's: its tokens); source words as the model read them."""
+        out_words = list(zip(output.words, output.word_pieces)) if output else words_of(self.tgt_tokens)
+        return alignment(self.weights, words_of(self.src_tokens), out_words)
 
 
 def protected_sources(tokenizer: Tokenizer, texts: Sequence[str]) -> tuple[list[str], list[list[Number]]]:
@@ -77,9 +81,10 @@ def translation(tokenizer: Tokenizer, tokens: list[str], hyp: Hypothesis, number
     if numbers:  # data.protect: the numbers back, in the target's conventions
         text = tokenizer.protector.restore(text, numbers)  # type: ignore[union-attr]
         tokenized = legacy_form(text)
-    words = words_of(shown(tokenizer, [], tokens, torch.zeros(0), numbers).tgt_tokens)
+    words = (words_of(shown(tokenizer, [], tokens, torch.zeros(0), numbers).tgt_tokens) if tokenizer.kind == "subword"
+             else text_words(text, tokens))
     return Translation(text, tokenized, hyp.normalized, tokens, hyp.token_scores, [w for w, _ in words],
-                       word_scores(hyp.token_scores, words) if hyp.token_scores else [])
+                       word_scores(hyp.token_scores, words) if hyp.token_scores else [], [g for _, g in words])
 
 
 def prefix_ids(tokenizer: Tokenizer, vocab: Vocab, prefix: str | Sequence[str] | None, count: int
@@ -144,7 +149,8 @@ def alignments(translator: Translator, texts: Sequence[str], translations: Seque
     for i, (_, weights) in found.items():
         src = [translator.src_vocab.itos[x] for x in source_ids(src_tokens[i], translator.src_vocab,
                                                                  translator.cfg.max_input_len)]
-        out[i] = shown(translator.tokenizer, src, translations[i].tokens + [EOS], weights, numbers[i]).alignment()
+        attention = shown(translator.tokenizer, src, translations[i].tokens + [EOS], weights, numbers[i])
+        out[i] = attention.alignment(translations[i])
     return out
 
 

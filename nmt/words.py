@@ -48,6 +48,20 @@ def words_of(pieces: Sequence[str]) -> list[tuple[str, list[int]]]:
     return out
 
 
+def text_words(text: str, tokens: Sequence[str]) -> list[tuple[str, list[int]]]:
+    """A word model's output words as its text spells them (capitalized, punctuation attached:
+    "je" "vois" "." is "Je vois."), each with the indices of the tokens it is made of."""
+    out, i = [], 0
+    for word in text.split():
+        group, spelled = [], 0
+        while i < len(tokens) and spelled < len(word):
+            spelled += len(tokens[i])
+            group.append(i)
+            i += 1
+        out.append((word, group))
+    return out
+
+
 def lowest(scores: Sequence[float]) -> float:
     return min(scores)
 

@@ -8,7 +8,7 @@ import yaml
 from typer.testing import CliRunner
 
 from nmt.cli import app
-from nmt.words import WORD_START, pharaoh, word_groups, words_of
+from nmt.words import WORD_START, pharaoh, text_words, word_groups, words_of
 
 from conftest import TINY, toy_lines, write_corpus_zip
 
@@ -40,6 +40,9 @@ def test_pieces_group_into_the_words_of_the_text():
     assert word_groups(pieces, subword=True) == [[0, 1, 2], [4], [5, 6], [7]]
     assert [w for w, _ in words_of(["▁Ça", "▁coûte", "▁", "30 000", "▁yens"])] == ["Ça", "coûte", "30", "000", "yens"]
     assert word_groups(["je", "vois", ",", "<eos>"], subword=False) == [[0], [1], [2]]
+    # a word model's words are its text's: capitalized, punctuation attached
+    assert text_words("Je vois un chat.", ["je", "vois", "un", "chat", "."]) == [
+        ("Je", [0]), ("vois", [1]), ("un", [2]), ("chat.", [3, 4])]
     assert pharaoh([(0, 0), (2, 1)]) == "0-0 2-1"
 
 
@@ -80,7 +83,7 @@ def test_alignments_cover_every_output_word_once(model):
     for text, t, pairs in zip(SENTENCES, best, alignments(model, SENTENCES, best)):
         assert [o for _, o in pairs] == list(range(len(t.words)))
         assert all(0 <= s < len(text.split()) for s, _ in pairs)
-        assert pairs == model.attention(text, t.tokens).alignment()  # batched = one at a time
+        assert pairs == model.attention(text, t.tokens).alignment(t)  # batched = one at a time
 
 
 def test_translate_prints_scores_and_alignments(run):

@@ -95,6 +95,18 @@ def test_fp32_export_gives_torch_tokens_for_greedy_and_beam_search(engines):
     assert onnx_fp32.translate(SOURCES[:60], beam=5) == torch_.translate(SOURCES[:60], beam=5)
 
 
+def test_scores_and_forced_scoring_through_onnx_are_torchs(engines):
+    """Word scores, `score` (forced decoding) and prefixes run on the engine's one-step graph."""
+    sources = SOURCES[:20]
+    ours, theirs = engines["onnx-fp32"], engines["torch"]
+    for a, b in zip(ours.translations(sources, beam=3), theirs.translations(sources, beam=3)):
+        assert a.tokens == b.tokens and a.token_scores == pytest.approx(b.token_scores, abs=1e-3)
+    outputs = theirs.translate(sources)
+    for a, b in zip(ours.score(sources, outputs), theirs.score(sources, outputs)):
+        assert a.token_scores == pytest.approx(b.token_scores, abs=1e-3)
+    assert ours.translate(sources[:3], prefix="nous") == theirs.translate(sources[:3], prefix="nous")
+
+
 def test_int8_agrees_with_torch_on_most_sentences(engines):
     reference, int8 = engines["torch"].translate(SOURCES, beam=1), engines["onnx"].translate(SOURCES, beam=1)
     same = sum(a == b for a, b in zip(reference, int8)) / len(SOURCES)

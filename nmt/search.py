@@ -37,10 +37,12 @@ def greedy(model: Seq2Seq, src: torch.Tensor, src_lens: torch.Tensor, bos_id: in
     if scores is not None:
         scores[:] = [[] for _ in range(batch)]
     width = 1 + (len(spans.ids) if spans else 0)  # enough candidates that one is always allowed
+    placeholders = torch.tensor(list(spans.ids) if spans else [], dtype=torch.long, device=src.device)
     for t in range(int(max_lens.max().item()) + 1):
         forcing = prefixes is not None and any(t < len(prefixes[row]) for row in alive.tolist())
         top, ids, _, state, weights = model.candidates(prev, state, EVERY if forcing else width, banned_id, eos_id)
-        if spans or forcing:
+        # rows whose best token is a placeholder may have to take another: only then, row by row
+        if forcing or (spans and torch.isin(ids[:, 0], placeholders).any()):
             choice = torch.tensor([_column(ids[i], sentence, outputs[sentence], spans, prefixes)
                                    for i, sentence in enumerate(alive.tolist())], device=ids.device)
             top, ids = top.gather(1, choice[:, None]), ids.gather(1, choice[:, None])

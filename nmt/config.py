@@ -303,6 +303,15 @@ def apply_overrides(raw: dict[str, Any], overrides: list[str]) -> dict[str, Any]
 
 def load_config(path: str | Path, overrides: list[str] | None = None) -> Config:
     """Read a YAML config, apply `--set` overrides, validate; errors name the file."""
+    raw = read_raw_config(path)
+    try:
+        return config_from_dict(apply_overrides(raw, overrides or []))
+    except ConfigError as e:
+        raise ConfigError(f"{path}: {e}") from None
+
+
+def read_raw_config(path: str | Path) -> dict[str, Any]:
+    """A YAML config file as it is written (its sections as mappings, nothing filled in)."""
     path = Path(path)
     if not path.is_file():
         raise ConfigError(f"config file not found: {path} (see configs/ for examples)")
@@ -313,10 +322,7 @@ def load_config(path: str | Path, overrides: list[str] | None = None) -> Config:
         raise ConfigError(f"{path}: not valid YAML ({first_line})") from None
     if raw is None:
         raw = {}
-    try:
-        if not isinstance(raw, dict):
-            raise ConfigError(f"the config must be a YAML mapping with sections {sorted(SECTIONS)}, "
-                              f"not a {type(raw).__name__}")
-        return config_from_dict(apply_overrides(raw, overrides or []))
-    except ConfigError as e:
-        raise ConfigError(f"{path}: {e}") from None
+    if not isinstance(raw, dict):
+        raise ConfigError(f"{path}: the config must be a YAML mapping with sections {sorted(SECTIONS)}, "
+                          f"not a {type(raw).__name__}")
+    return raw

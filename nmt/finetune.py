@@ -15,7 +15,7 @@ from typing import Any
 
 
 from nmt.checkpoint import read_checkpoint, resolve_checkpoint
-from nmt.config import Config, apply_overrides, config_from_dict, load_config
+from nmt.config import Config, apply_overrides, config_from_dict, read_raw_config
 from nmt.errors import CheckpointError, ConfigError, NmtError
 from nmt.prepare import file_sha256
 from nmt.tokenizer import Tokenizer, load_tokenizer
@@ -55,13 +55,24 @@ def load_parent(init_from: str) -> Parent:
 
 def child_config(parent: Parent, config_path: Path | None, overrides: list[str]) -> Config:
     """The child's config: the parent's model and vocabulary-shaping data keys; the other data
-    keys, train.* and decode.* from `config_path` (default: the parent's), then `overrides`. A
-    config or override that would change the model or the vocabularies is an error naming the key."""
+    keys, train.* and decode.* from `config_path` (default: the parent's), then `overrides`. What
+    the file leaves out of model.* and data.* is the parent's, so one fine-tuning config serves
+    any parent. A config or override that would change the model or the vocabularies is an
+    error naming the key."""
     parent_raw = parent.cfg.to_dict()
     if config_path is None:
         raw = {**parent_raw, "train": {**parent_raw["train"], "precision": "auto"}}  # measured anew on this machine
     else:
-        given = load_config(config_path).to_dict()
+        raw = read_raw_config(config_path)
+        for section in ("model", "data"):
+            written = raw.get(section) or {}
+            if not isinstance(written, dict):
+                raise ConfigError(f"{config_path}: {section} must be a mapping of keys to values")
+            raw[section] = {**parent_raw[section], **written}
+        try:
+            given = config_from_dict(raw).to_dict()
+        except ConfigError as e:
+            raise ConfigError(f"{config_path}: {e}") from None
         _refuse_changes(parent_raw, given, str(config_path))
         raw = {**given, "model": parent_raw["model"]}
     try:

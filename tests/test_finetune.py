@@ -12,7 +12,7 @@ import torch
 import yaml
 from typer.testing import CliRunner
 
-from conftest import TINY, toy_lines, train_toy_model, write_corpus_zip
+from conftest import REPO, TINY, toy_lines, train_toy_model, write_corpus_zip
 
 from nmt.cli import app
 
@@ -92,6 +92,19 @@ def test_changes_the_parent_cannot_take_are_one_error_line_and_write_nothing(par
     # Keys that do not shape the vocabularies may change.
     _train("--init-from", run, "--data", corpus, "--out", "longer", "--set", "data.max_len=12",
            "--set", "train.max_steps=2")
+
+
+def test_the_fine_tuning_config_serves_any_parent(parent, tmp_path):
+    """configs/finetune.yaml sets training only: the model and data keys it leaves out are the
+    parent's, here a word-level toy model unlike the subword default."""
+    _train(str(REPO / "configs" / "finetune.yaml"), "--init-from", str(parent["run"]), "--data", str(parent["corpus"]),
+           "--out", "tuned", "--set", "train.max_steps=2", "--set", "train.device=cpu")
+    tuned = yaml.safe_load((tmp_path / "tuned" / "config.yaml").read_text())
+    parent_config = yaml.safe_load((parent["run"] / "config.yaml").read_text())
+    assert tuned["model"] == parent_config["model"] and tuned["data"]["tokenizer"] == "word"
+    assert tuned["data"]["max_len"] == parent_config["data"]["max_len"]  # left out: the parent's
+    finetune = yaml.safe_load((REPO / "configs" / "finetune.yaml").read_text())
+    assert tuned["train"]["lr"] == finetune["train"]["lr"]
 
 
 def test_resume_continues_only_on_the_corpus_the_run_trained_on(parent, tmp_path):

@@ -152,3 +152,6 @@ def test_eval_reports_numbers_copied(corpus, tmp_path):
     line = next(x for x in result.stdout.splitlines() if x.startswith("numbers copied"))
     copied, total = (int(x) for x in line.split()[2:5:2])  # "numbers copied: C of N sources with digits ..."
     assert 0 < total < 20 and 0 <= copied <= total, line
+    line = next(x for x in result.stdout.splitlines() if x.startswith("numbers invented"))
+    invented, outputs = (int(x.replace(",", "")) for x in line.split()[2:5:2])  # "numbers invented: I of N outputs"
+    assert total <= outputs and 0 <= invented <= outputs, line

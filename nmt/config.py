@@ -275,7 +275,8 @@ def config_from_dict(raw: Any) -> Config:
         raise ConfigError(f"unknown section(s) {sorted(unknown)}; allowed: {sorted(SECTIONS)}")
     for required in ("data", "model"):
         if required not in raw:
-            raise ConfigError(f"missing required section `{required}`")
+            raise ConfigError(f"missing required section `{required}` (a config without model and data, "
+                              f"such as configs/finetune.yaml, goes with --init-from RUN, which gives them)")
     return Config(**{name: _build_section(cls, raw[name] if raw[name] is not None else {}, name)
                      for name, cls in SECTIONS.items() if name in raw})
 

@@ -127,3 +127,8 @@ def test_a_checkpoint_from_before_the_corpus_record_still_resumes(parent, tmp_pa
     assert recorded
     _train("--resume", "old", "--data", str(parent["corpus"]), "--set", "train.max_steps=6")
     assert _records(tmp_path / "old")[-1]["step"] == 6
+
+
+def test_the_fine_tuning_config_alone_says_it_needs_a_parent(tmp_path):
+    line = _fails(str(REPO / "configs" / "finetune.yaml"))
+    assert "missing required section" in line and "--init-from RUN" in line

@@ -82,10 +82,12 @@ def _column(ids: torch.Tensor, sentence: int, output: list[int], spans: SpanRule
 
 @torch.inference_mode()
 def forced(model: Seq2Seq, src: torch.Tensor, src_lens: torch.Tensor, bos_id: int, eos_id: int,
-           outputs: list[list[int]], banned_id: int | None = None) -> list[tuple[list[float], torch.Tensor]]:
+           outputs: list[list[int]], banned_id: int | None = None, scored: bool = True
+           ) -> list[tuple[list[float], torch.Tensor]]:
     """The decoder fed given outputs (from any search, or a person): per row the log-probability
     of each token, <eos> last, on the scale search scores on (`banned_id` excluded alike), and
-    the attention weights (len(output) + 1, src_len). One decoder call a step for the batch."""
+    the attention weights (len(output) + 1, src_len). One decoder call a step for the batch.
+    Without `scored`, the weights alone (and empty score lists): no step ranks the vocabulary."""
     rows, steps = len(outputs), max(len(o) for o in outputs) + 1
     target = torch.full((rows, steps), eos_id, dtype=torch.long)
     for i, output in enumerate(outputs):
@@ -96,12 +98,14 @@ def forced(model: Seq2Seq, src: torch.Tensor, src_lens: torch.Tensor, bos_id: in
     scores, weights = [], []
     for t in range(steps):
         # every token's log-probability: the model's k best with k the vocabulary, in either engine
-        top, ids, _, state, step_weights = model.candidates(prev, state, EVERY, banned_id, eos_id)
-        scores.append(top.masked_fill(ids != target[:, t, None], 0.0).sum(-1).float().cpu())
+        top, ids, _, state, step_weights = model.candidates(prev, state, EVERY if scored else 1, banned_id, eos_id)
+        if scored:
+            scores.append(top.masked_fill(ids != target[:, t, None], 0.0).sum(-1).float().cpu())
         weights.append(step_weights.float().cpu())
         prev = target[:, t]
-    scores_by_row, weights_by_row = torch.stack(scores, 1), torch.stack(weights, 1)
-    return [(scores_by_row[i, : len(o) + 1].tolist(), weights_by_row[i, : len(o) + 1, : int(src_lens[i])])
+    weights_by_row = torch.stack(weights, 1)
+    scores_by_row = torch.stack(scores, 1).tolist() if scored else [[] for _ in outputs]
+    return [(scores_by_row[i][: len(o) + 1], weights_by_row[i, : len(o) + 1, : int(src_lens[i])])
             for i, o in enumerate(outputs)]
 
 

@@ -144,7 +144,7 @@ def alignments(translator: Translator, texts: Sequence[str], translations: Seque
     sources, numbers = protected_sources(translator.tokenizer, texts)
     src_tokens = translator.tokenizer.source_tokens(sources)
     out_ids = [translator.tgt_vocab.encode(t.tokens) for t in translations]
-    found = forced_batches(translator, src_tokens, out_ids)
+    found = forced_batches(translator, src_tokens, out_ids, scored=False)
     out: list[list[tuple[int, int]]] = [[] for _ in texts]
     for i, (_, weights) in found.items():
         src = [translator.src_vocab.itos[x] for x in source_ids(src_tokens[i], translator.src_vocab,
@@ -154,10 +154,10 @@ def alignments(translator: Translator, texts: Sequence[str], translations: Seque
     return out
 
 
-def forced_batches(translator: Translator, src_tokens: Sequence[list[str]], out_ids: Sequence[list[int]]
-                   ) -> dict[int, tuple[list[float], torch.Tensor]]:
+def forced_batches(translator: Translator, src_tokens: Sequence[list[str]], out_ids: Sequence[list[int]],
+                   scored: bool = True) -> dict[int, tuple[list[float], torch.Tensor]]:
     """`search.forced` over many sentences, batched by source length: per non-empty source, its
-    output's token scores and attention weights."""
+    output's token scores (where `scored`) and attention weights."""
     order = sorted((i for i, s in enumerate(src_tokens) if s), key=lambda i: len(src_tokens[i]))
     size, vocab = translator.cfg.batch_size, translator.tgt_vocab
     batches = [order[start: start + size] for start in range(0, len(order), size)]
@@ -167,7 +167,7 @@ def forced_batches(translator: Translator, src_tokens: Sequence[list[str]], out_
         src = pad(ids, translator.src_vocab.pad_id).to(translator.device)
         lens = torch.tensor([len(x) for x in ids], device=translator.device)
         return forced(translator.model, src, lens, vocab.bos_id, vocab.eos_id, [out_ids[i] for i in indices],
-                      translator.banned_id)
+                      translator.banned_id, scored)
 
     decoded = map_batches(translator.model, decode, batches)
     return dict(zip(itertools.chain(*batches), itertools.chain(*decoded)))
@@ -259,7 +259,7 @@ class Translator:
         out = self.tgt_vocab.encode(list(output))
         with torch_threads(self.model):
             weights = forced(self.model, torch.tensor([ids], device=self.device), torch.tensor([len(ids)]),
-                             self.tgt_vocab.bos_id, self.tgt_vocab.eos_id, [out])[0][1]
+                             self.tgt_vocab.bos_id, self.tgt_vocab.eos_id, [out], scored=False)[0][1]
         return shown(self.tokenizer, [self.src_vocab.itos[i] for i in ids],
                      [self.tgt_vocab.itos[i] for i in out] + [EOS], weights, numbers)
 

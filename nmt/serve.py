@@ -151,8 +151,8 @@ class Service:
             raise ApiError(503, "the server is busy; retry shortly", {"Retry-After": "1"}) from None
         return await asyncio.wrap_future(future)
 
-    def entry(self, text: str, result: Result, nbest: int, scores: bool = False, align: bool = False
-              ) -> dict[str, Any]:
+    def entry(self, text: str, result: Result, nbest: int, scores: bool = False, align: bool = False,
+              attention: bool = True) -> dict[str, Any]:
         best = result.translations[0] if result.translations else None
         out: dict[str, Any] = {"src": text, "tgt": best.text if best else "",
                                "score": round(best.score, 4) if best else None}
@@ -164,7 +164,7 @@ class Service:
         if align and result.attention is not None:
             out["alignment"] = pharaoh(result.attention.alignment(best))
             out["src_words"] = [w for w, _ in words_of(result.attention.src_tokens)]  # what the indices count
-        if result.attention is not None:
+        if attention and result.attention is not None:  # `align` alone computes it but does not send it
             src_tokens, out_tokens, weights = result.attention
             out["attention"] = {"src_tokens": src_tokens, "tgt_tokens": out_tokens,
                                 "weights": [[round(w, 4) for w in row] for row in weights.tolist()]}
@@ -224,10 +224,8 @@ def create_app(translator: Translator, settings: ServeSettings, info: dict[str, 
         options = service.check(texts, body.beam, body.nbest)
         prefixes = service.prefixes(body.prefix, len(texts))
         results = await service.translate(texts, options, body.attention or body.align, prefixes)
-        entries = [service.entry(t, r, body.nbest, body.scores, body.align) for t, r in zip(texts, results)]
-        if body.align and not body.attention:
-            for entry in entries:
-                entry.pop("attention", None)
+        entries = [service.entry(t, r, body.nbest, body.scores, body.align, body.attention)
+                   for t, r in zip(texts, results)]
         return {"translations": entries, "beam": options.beam}
 
     @app.post("/translator/translate", openapi_extra=_schema(OpenNMTItem, many=True))

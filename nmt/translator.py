@@ -81,8 +81,11 @@ def translation(tokenizer: Tokenizer, tokens: list[str], hyp: Hypothesis, number
     if numbers:  # data.protect: the numbers back, in the target's conventions
         text = tokenizer.protector.restore(text, numbers)  # type: ignore[union-attr]
         tokenized = legacy_form(text)
-    words = (words_of(shown(tokenizer, [], tokens, torch.zeros(0), numbers).tgt_tokens) if tokenizer.kind == "subword"
-             else text_words(text, tokens))
+    if tokenizer.kind == "subword":  # a restored number is a piece of the words, as the text spells it
+        words = words_of([tokenizer.protector.target_piece(t, numbers) for t in tokens]  # type: ignore[union-attr]
+                         if numbers else tokens)
+    else:
+        words = text_words(text, tokens)
     return Translation(text, tokenized, hyp.normalized, tokens, hyp.token_scores, [w for w, _ in words],
                        word_scores(hyp.token_scores, words) if hyp.token_scores else [], [g for _, g in words])
 

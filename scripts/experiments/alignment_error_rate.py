@@ -23,7 +23,7 @@ REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 
 import nmt  # noqa: E402
-from nmt.words import words_of  # noqa: E402
+from nmt.words import text_words, words_of  # noqa: E402
 
 
 def read_gold(line: str) -> tuple[set[tuple[int, int]], set[tuple[int, int]]]:
@@ -41,17 +41,11 @@ def read_gold(line: str) -> tuple[set[tuple[int, int]], set[tuple[int, int]]]:
 def token_spans(words: list[str], tokens: list[str]) -> list[list[int]] | None:
     """Which of the gold `tokens` each of the model's `words` spells (the model joins "complex ,"
     into "complex,"); None where the characters do not add up."""
-    spans, i = [], 0
-    for word in words:
-        covered, spelled = [], 0
-        while i < len(tokens) and spelled < len(word):
-            spelled += len(tokens[i])
-            covered.append(i)
-            i += 1
-        if spelled != len(word):
-            return None
-        spans.append(covered)
-    return spans if i == len(tokens) else None
+    spans = [group for _, group in text_words(" ".join(words), tokens)]
+    spelled = [sum(len(tokens[i]) for i in group) for group in spans]
+    if spelled != [len(w) for w in words] or sum(len(g) for g in spans) != len(tokens):
+        return None
+    return spans
 
 
 def main() -> None:

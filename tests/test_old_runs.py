@@ -1,0 +1,53 @@
+"""Runs and exports made by an older nmt (tests/fixtures/run_before_packages, made at the last
+flat layout) still load and translate exactly as they did."""
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+import nmt
+
+FIXTURE = Path(__file__).parent / "fixtures" / "run_before_packages"
+EXPECTED = json.loads((FIXTURE / "expected.json").read_text(encoding="utf-8"))
+
+
+@pytest.fixture
+def old_run(tmp_path) -> Path:
+    """A writable copy: loading may add caches beside the run, and the fixture stays as committed."""
+    return Path(shutil.copytree(FIXTURE, tmp_path / "run"))
+
+
+def _translations(translator) -> dict:
+    sources = EXPECTED["sources"]
+    found = {str(beam): translator.translate(sources, beam=beam) for beam in (1, 5)}
+    found["nbest"] = [[h.text, h.score] for h in translator.nbest(sources[1], beam=5, n=3)[0]]
+    return found
+
+
+def _assert_same(found: dict, expected: dict) -> None:
+    assert found["1"] == expected["1"] and found["5"] == expected["5"]
+    assert [text for text, _ in found["nbest"]] == [text for text, _ in expected["nbest"]]
+    assert [score for _, score in found["nbest"]] == pytest.approx([s for _, s in expected["nbest"]], abs=2e-3)
+
+
+def test_an_old_run_translates_as_it_did(old_run):
+    _assert_same(_translations(nmt.load(old_run)), EXPECTED["translations"]["torch"])
+
+
+def test_an_old_onnx_export_translates_as_it_did(old_run):
+    pytest.importorskip("onnxruntime")
+    _assert_same(_translations(nmt.load(old_run, engine="onnx-fp32")), EXPECTED["translations"]["onnx-fp32"])
+
+
+def test_an_old_int8_export_decodes_as_a_new_export_of_the_same_checkpoint(old_run, tmp_path):
+    """int8 kernels differ between CPUs (VNNI or not), so the old int8 graphs are held against a
+    fresh export made here rather than against another machine's outputs."""
+    pytest.importorskip("onnxruntime")
+    fresh = Path(shutil.copytree(old_run, tmp_path / "fresh"))
+    shutil.rmtree(fresh / "onnx")
+    from nmt.export import export_run
+
+    export_run(fresh)
+    assert _translations(nmt.load(old_run, engine="onnx")) == _translations(nmt.load(fresh, engine="onnx"))

@@ -5,7 +5,7 @@
     model.translate("Go.")                          # 'Va !'
     model.translate(["Go.", "I am cold."], beam=5)  # ['Va !', "J'ai froid."]
 
-`nmt.translator.Translator` documents the rest: n-best lists with scores, attention, streams.
+`nmt.inference.translator.Translator` documents the rest: n-best lists with scores, attention, streams.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     import torch
 
-    from nmt.translator import Translator
+    from nmt.inference.translator import Translator
 
 __version__ = "0.1.0"
 
@@ -27,6 +27,6 @@ def load(checkpoint: str | None = None, device: str | torch.device = "auto",
     `batch_size` sentences at a time (default: the checkpoint's decode.batch_size), with `engine`:
     'torch', or ONNX Runtime on the CPU from the export `nmt export` made: 'onnx' (int8) or
     'onnx-fp32'."""
-    from nmt.translator import Translator  # torch loads on first use, not on `import nmt`
+    from nmt.inference.translator import Translator  # torch loads on first use, not on `import nmt`
 
     return Translator.load(checkpoint, device, batch_size, engine)

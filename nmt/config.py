@@ -68,7 +68,7 @@ class DataConfig:
     subword_sampling: float = 0.0  # subword regularization: each epoch re-segments the training pairs by
     # sampling (BPE-dropout's probability for bpe, the smoothing alpha for unigram); 0: off
     copy_augment: float = 0.0  # subword: share of the pairs with names or numbers on both sides that have
-    # them replaced by random ones each epoch, the same on both sides (nmt/augment.py); 0: off
+    # them replaced by random ones each epoch, the same on both sides (nmt/data/copy_augment.py); 0: off
     subword_sample: int = 2_000_000  # subword: sentences a side SentencePiece learns from, a seeded sample
     # of the training split when it is larger (SentencePiece's input_sentence_size)
     prepared_dir: str = "data/prepared"  # where `nmt prepare` keeps the split, encoded corpus (a folder a
@@ -78,7 +78,7 @@ class DataConfig:
     test: str | None = None  # a test set likewise: the test split (`nmt eval --split test`) is this file
     drop_overlap: bool = True  # drop training pairs whose source is also in data.valid or data.test
     protect: bool = False  # subword: numbers become placeholders the model moves and the translator
-    # restores exactly, in the target's conventions (nmt/protect.py)
+    # restores exactly, in the target's conventions (nmt/data/protected_numbers.py)
 
     def __post_init__(self) -> None:
         _positive("data", min_freq=self.min_freq, vocab_size=self.vocab_size, subword_sample=self.subword_sample)

@@ -9,11 +9,10 @@ import sys
 import pytest
 import torch
 import yaml
+from conftest import TINY
 from typer.testing import CliRunner
 
 from nmt.cli import app
-
-from conftest import TINY
 
 runner = CliRunner()
 
@@ -197,8 +196,8 @@ def test_training_into_a_file_writes_plain_lines_one_per_log_every(tmp_path, toy
 
 
 def test_beam_search_is_the_default_and_beam_1_is_exactly_greedy(trained):
-    from nmt.search import greedy
-    from nmt.translator import Translator, output_caps, source_ids
+    from nmt.inference.search import greedy
+    from nmt.inference.translator import Translator, output_caps, source_ids
 
     sentences = ["I see a cat.", "He has the car.", "You like the small bird again."]
     translator = Translator.load(str(trained["run"]), "cpu")
@@ -315,7 +314,7 @@ def test_interactive_prompt_on_a_terminal(trained):
 
 
 def test_file_input_is_streamed_in_chunks(trained, tmp_path, monkeypatch):
-    from nmt.translator import Translator
+    from nmt.inference.translator import Translator
     seen = []
     original = Translator.translate
 

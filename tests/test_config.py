@@ -2,11 +2,10 @@ from pathlib import Path
 
 import pytest
 import yaml
+from conftest import REPO, TINY
 
 from nmt.config import load_config
 from nmt.errors import ConfigError
-
-from conftest import REPO, TINY
 
 
 def _write(tmp_path: Path, raw) -> Path:

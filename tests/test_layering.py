@@ -1,5 +1,7 @@
-"""The package flows one way: no module's imports (top-level or inside functions) form a circle,
-and evaluation stands on the loss and the metrics, never on training."""
+"""The package flows one way, in the order data flows: the top-level modules every stage uses, then
+data, model, inference, evaluation, training, serving and the command line. A module imports only
+from its own package or the ones before it (top-level imports and those inside functions alike),
+and no modules form a circle."""
 
 import ast
 from pathlib import Path
@@ -7,6 +9,11 @@ from pathlib import Path
 import nmt
 
 PACKAGE = Path(nmt.__file__).resolve().parent
+# `core` is the top level: config, errors, hardware, progress_bar.
+LAYERS = ["core", "data", "model", "inference", "evaluation", "training", "serving", "cli"]
+# The package's front door may reach anything (lazily: `import nmt` loads no torch), and
+# `python -m nmt` runs the command line.
+ENTRY_POINTS = {"nmt", "nmt.__main__"}
 
 
 def _module_name(path: Path) -> str:
@@ -14,21 +21,38 @@ def _module_name(path: Path) -> str:
     return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
 
 
+def imports_of(source: str, modules: set[str]) -> set[str]:
+    """The nmt modules that `source` imports, wherever the import statement stands."""
+    targets = set()
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Import):
+            targets.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            targets.add(node.module)
+            # `from nmt.data import vocab` imports the module nmt.data.vocab
+            targets.update(f"{node.module}.{alias.name}" for alias in node.names)
+    return {t for t in targets if t in modules}
+
+
 def import_graph() -> dict[str, set[str]]:
     """Each nmt module -> the nmt modules it imports, read from the source with ast."""
-    modules = {_module_name(p): p for p in PACKAGE.rglob("*.py")}
-    graph: dict[str, set[str]] = {}
-    for name, path in modules.items():
-        targets = set()
-        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
-            if isinstance(node, ast.Import):
-                targets.update(alias.name for alias in node.names)
-            elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
-                targets.add(node.module)
-                # `from nmt import runtime` imports the module nmt.runtime
-                targets.update(f"{node.module}.{alias.name}" for alias in node.names)
-        graph[name] = {t for t in targets if t in modules and t != name and not name.startswith(t + ".")}
+    paths = {_module_name(p): p for p in PACKAGE.rglob("*.py")}
+    graph = {}
+    for name, path in paths.items():
+        targets = imports_of(path.read_text(encoding="utf-8"), set(paths))
+        graph[name] = {t for t in targets if t != name and not name.startswith(t + ".")}
     return graph
+
+
+def layer(module: str) -> str:
+    parts = module.split(".")
+    return parts[1] if len(parts) > 2 or (len(parts) == 2 and (PACKAGE / parts[1]).is_dir()) else "core"
+
+
+def upward_imports(graph: dict[str, set[str]]) -> list[str]:
+    """'a -> b' for every import of a module in a later layer than the importer's."""
+    return sorted(f"{name} -> {target}" for name, targets in graph.items() if name not in ENTRY_POINTS
+                  for target in targets if LAYERS.index(layer(target)) > LAYERS.index(layer(name)))
 
 
 def _reachable(graph: dict[str, set[str]], start: str) -> set[str]:
@@ -43,8 +67,31 @@ def _reachable(graph: dict[str, set[str]], start: str) -> set[str]:
 
 def test_the_graph_is_read_from_the_real_imports():
     graph = import_graph()
-    assert {"nmt.loss", "nmt.metrics", "nmt.checkpoint"} <= graph["nmt.evaluate"]
-    assert "nmt.step" in graph["nmt.train"] and "nmt.loss" in graph["nmt.step"] and "nmt.runtime" in graph["nmt.loss"]
+    assert {"nmt.model.loss", "nmt.evaluation.metrics", "nmt.model.checkpoint"} <= graph["nmt.evaluation.report"]
+    assert "nmt.training.step" in graph["nmt.training.loop"] and "nmt.model.loss" in graph["nmt.training.step"]
+    assert "nmt.hardware" in graph["nmt.model.loss"]
+
+
+def test_every_module_is_in_a_known_layer():
+    assert {layer(name) for name in import_graph()} <= set(LAYERS)
+
+
+def test_no_import_runs_back_up_between_packages():
+    upward = upward_imports(import_graph())
+    assert not upward, f"imports against the order {' < '.join(LAYERS)}: {upward}"
+
+
+def test_an_import_back_up_is_caught():
+    """The check above can fail: evaluation importing training is found, and so is the data
+    package importing the model from inside a function."""
+    graph = import_graph()
+    modules = set(graph)
+    graph["nmt.evaluation.report"] = graph["nmt.evaluation.report"] | imports_of(
+        "from nmt.training.finetune import load_parent", modules)
+    graph["nmt.data.batches"] = graph["nmt.data.batches"] | imports_of(
+        "def f():\n    from nmt import model\n", modules)
+    assert upward_imports(graph) == ["nmt.data.batches -> nmt.model",
+                                     "nmt.evaluation.report -> nmt.training.finetune"]
 
 
 def test_no_import_circle_in_the_package():
@@ -53,10 +100,15 @@ def test_no_import_circle_in_the_package():
     assert not circles, f"modules on an import circle: {circles}"
 
 
-def test_evaluation_does_not_import_training():
-    graph = import_graph()
-    assert "nmt.train" not in _reachable(graph, "nmt.evaluate")
-    assert "nmt.train" not in _reachable(graph, "nmt.loss")
+def test_the_house_has_few_rooms_each_with_its_job():
+    """At most 8 modules and 7 packages at the top; at most 12 modules a package; each package
+    says its job in its docstring."""
+    modules = [p for p in PACKAGE.glob("*.py")]
+    packages = [p for p in PACKAGE.iterdir() if (p / "__init__.py").is_file()]
+    assert len(modules) <= 8 and len(packages) <= 7, (modules, packages)
+    for package in packages:
+        assert len([p for p in package.glob("*.py") if p.name != "__init__.py"]) <= 12, package
+        assert ast.get_docstring(ast.parse((package / "__init__.py").read_text(encoding="utf-8"))), package
 
 
 def _definitions(path: Path):
@@ -69,8 +121,9 @@ def _definitions(path: Path):
 def test_the_code_stays_readable_in_an_afternoon():
     """The training loop fits in one module of a few screens; no class or function grows past 120
     lines, and the commands stay thin (each parses its arguments and calls the library)."""
-    assert len((PACKAGE / "train.py").read_text(encoding="utf-8").splitlines()) < 350
+    assert len((PACKAGE / "training" / "loop.py").read_text(encoding="utf-8").splitlines()) < 350
     too_long = [(name, n) for path in PACKAGE.rglob("*.py") for name, n in _definitions(path) if n > 120]
     assert not too_long, too_long
-    long_commands = [(name, n) for name, n in _definitions(PACKAGE / "cli.py") if n > 50]
+    long_commands = [(name, n) for path in (PACKAGE / "cli").glob("*.py") for name, n in _definitions(path)
+                     if n > 50]
     assert not long_commands, long_commands

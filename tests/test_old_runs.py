@@ -47,7 +47,7 @@ def test_an_old_int8_export_decodes_as_a_new_export_of_the_same_checkpoint(old_r
     pytest.importorskip("onnxruntime")
     fresh = Path(shutil.copytree(old_run, tmp_path / "fresh"))
     shutil.rmtree(fresh / "onnx")
-    from nmt.export import export_run
+    from nmt.inference.onnx_export import export_run
 
     export_run(fresh)
     assert _translations(nmt.load(old_run, engine="onnx")) == _translations(nmt.load(fresh, engine="onnx"))

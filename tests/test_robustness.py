@@ -4,18 +4,16 @@ import errno
 
 import pytest
 import torch
+from conftest import TINY
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from nmt import checkpoint
-from nmt.checkpoint import atomic_save, read_checkpoint
 from nmt.config import config_from_dict
+from nmt.data.vocab import SPECIALS, Vocab
 from nmt.errors import NmtError
-from nmt.model import build_model
-from nmt.translator import Translator
-from nmt.vocab import SPECIALS, Vocab
-
-from conftest import TINY
+from nmt.inference.translator import Translator
+from nmt.model import build_model, checkpoint
+from nmt.model.checkpoint import atomic_save, read_checkpoint
 
 VOCAB = Vocab(list(SPECIALS) + ["go", ".", "!", "va", "i", "je"])
 
@@ -66,7 +64,7 @@ def test_disk_full_mid_save_keeps_the_previous_checkpoint(tmp_path, monkeypatch)
 
 
 def test_non_finite_loss_stops_with_a_clear_message(toy_zip, tmp_path, monkeypatch):
-    from nmt import train as train_module
+    from nmt.training import loop as train_module
     real_step, calls = train_module.train_step, []
 
     def step_that_diverges(*args, **kwargs):

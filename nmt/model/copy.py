@@ -23,7 +23,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from nmt.vocab import SPECIALS, Vocab
+from nmt.data.vocab import SPECIALS, Vocab
 
 # Copy probabilities below this are treated as this (log of 0 has no gradient); far below any
 # probability a decoder acts on.

@@ -7,7 +7,7 @@ import torch
 from torch import nn
 from torch.nn.utils.rnn import PackedSequence, pack_padded_sequence, pad_packed_sequence
 
-from nmt.runtime import to_device
+from nmt.hardware import to_device
 
 LSTMState = tuple[torch.Tensor, torch.Tensor]
 

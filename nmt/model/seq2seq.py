@@ -6,12 +6,12 @@ import torch
 from torch import nn
 
 from nmt.config import ModelConfig
+from nmt.data.vocab import Vocab
+from nmt.hardware import to_device
 from nmt.model.attention import sequence_mask
 from nmt.model.copy import CopyGate, CopyScores
 from nmt.model.decoder import Decoder, DecoderState
 from nmt.model.encoder import Encoder
-from nmt.runtime import to_device
-from nmt.vocab import Vocab
 
 
 class Seq2Seq(nn.Module):

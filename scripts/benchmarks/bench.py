@@ -79,10 +79,10 @@ def _prepare(args):
     """The config, splits, vocabularies, tokenizer (None for words) and training examples, built
     with only what every version of nmt offers, so that this script can measure an older checkout."""
     from nmt.config import load_config
-    from nmt.corpus import load_splits, resolve_corpus
-    from nmt.data import encode_pairs
-    from nmt.tokenizer import SubwordTokenizer
-    from nmt.vocab import Vocab
+    from nmt.data.batches import encode_pairs
+    from nmt.data.corpus import load_splits, resolve_corpus
+    from nmt.data.tokenizer import SubwordTokenizer
+    from nmt.data.vocab import Vocab
 
     torch.set_num_threads(args.threads)
     units = ["data.tokenizer=word", "data.max_len=20"] if args.model != "config" else []
@@ -120,33 +120,33 @@ def _windows(step_fn, batches, warmup: int, windows: int, window_steps: int, syn
 
 def _training_batches(cfg, examples, pad_id: int, bos_id: int):
     """Endless epochs of nmt's own batches (sentences or tokens per the config), shuffled."""
-    from nmt import data
+    from nmt.data import batches as batching
 
     rng = random.Random(0)
     while True:
-        if hasattr(data, "lengths"):  # batches cut from length arrays (nmt since prepared corpora)
-            batches = data.bucket_batches(*data.lengths(examples), cfg.train.batch_size,
+        if hasattr(batching, "lengths"):  # batches cut from length arrays (nmt since prepared corpora)
+            batches = batching.bucket_batches(*batching.lengths(examples), cfg.train.batch_size,
                                           np.random.default_rng(rng.randrange(1 << 30)), cfg.train.batch_tokens)
         else:
-            batches = data.bucket_batches(examples, cfg.train.batch_size, rng, cfg.train.batch_tokens)
+            batches = batching.bucket_batches(examples, cfg.train.batch_size, rng, cfg.train.batch_tokens)
         for indices in batches:
-            yield data.collate([examples[i] for i in indices], pad_id, bos_id)
+            yield batching.collate([examples[i] for i in indices], pad_id, bos_id)
 
 
 def _nmt_model(args, cfg, src_vocab, tgt_vocab):
     """nmt's model of the config, seeded, on --device with --threads: what both nmt measurements time."""
-    from nmt import runtime
+    from nmt import hardware
     from nmt.model import build_model
 
-    runtime.configure(args.threads)
+    hardware.configure(args.threads)
     device = torch.device(args.device)
     torch.manual_seed(0)
     return build_model(cfg.model, src_vocab, tgt_vocab).to(device), device
 
 
 def measure_nmt_train(args) -> dict:
-    from nmt import runtime
-    from nmt.train import train_step
+    from nmt import hardware
+    from nmt.training.loop import train_step
 
     cfg, _, src_vocab, tgt_vocab, examples, _ = _prepare(args)
     model, device = _nmt_model(args, cfg, src_vocab, tgt_vocab)
@@ -160,7 +160,7 @@ def measure_nmt_train(args) -> dict:
 
     sync = torch.cuda.synchronize if device.type == "cuda" else (lambda: None)
     rates = _windows(step, batches, args.warmup, args.windows, args.window_steps, sync)
-    result = {"train_tok_s": statistics.median(rates), "train_windows": rates, "peak_rss_mb": runtime.peak_rss_mb(),
+    result = {"train_tok_s": statistics.median(rates), "train_windows": rates, "peak_rss_mb": hardware.peak_rss_mb(),
               "precision": cfg.train.precision, "flops_per_token": flops_per_token(cfg, examples, len(tgt_vocab))}
     if device.type == "cuda":
         result["gpu_peak_mem_mb"] = torch.cuda.max_memory_allocated(device) / 2**20
@@ -186,8 +186,8 @@ def _gpu_busy_share(step_fn, steps: int) -> float:
 def measure_seed_train(args) -> dict:
     import seed_reference as seed
 
-    from nmt import runtime
-    from nmt.data import pad
+    from nmt import hardware
+    from nmt.data.batches import pad
 
     cfg, _, src_vocab, tgt_vocab, examples, _ = _prepare(args)
     m = cfg.model
@@ -212,11 +212,11 @@ def measure_seed_train(args) -> dict:
 
     rates = _windows(step, batches(), args.warmup, args.windows, args.window_steps)
     return {"seed_train_tok_s": statistics.median(rates), "seed_train_windows": rates,
-            "seed_peak_rss_mb": runtime.peak_rss_mb()}
+            "seed_peak_rss_mb": hardware.peak_rss_mb()}
 
 
 def _decode_inputs(args):
-    from nmt.metrics import group_references
+    from nmt.evaluation.metrics import group_references
 
     cfg, splits, src_vocab, tgt_vocab, _, tokenizer = _prepare(args)
     references = group_references(splits.test)
@@ -225,7 +225,7 @@ def _decode_inputs(args):
 
 
 def measure_nmt_decode(args) -> dict:
-    from nmt.translator import Translator
+    from nmt.inference.translator import Translator
 
     cfg, texts, _, src_vocab, tgt_vocab, tokenizer = _decode_inputs(args)
     model, device = _nmt_model(args, cfg, src_vocab, tgt_vocab)
@@ -244,7 +244,7 @@ def measure_nmt_decode(args) -> dict:
 def measure_seed_decode(args) -> dict:
     import seed_reference as seed
 
-    from nmt.translator import output_caps
+    from nmt.inference.translator import output_caps
 
     cfg, texts, words, src_vocab, tgt_vocab, tokenizer = _decode_inputs(args)
     sources = words if tokenizer is None else tokenizer.source_tokens(texts)
@@ -261,13 +261,13 @@ def measure_seed_decode(args) -> dict:
 
 
 def measure_gemm(args) -> dict:
-    from nmt import runtime
+    from nmt import hardware
 
     torch.set_num_threads(args.threads)
     device = torch.device(args.device)
     shapes = [("gemm_gflops", torch.float32, (2048, 2048, 2048)),
               ("gemm_gflops_output_shape", torch.float32, (640, 256, 17582))]
-    if runtime.fast_bf16(device):  # emulated bf16 runs ~150x slower than fp32: nothing to learn from it
+    if hardware.fast_bf16(device):  # emulated bf16 runs ~150x slower than fp32: nothing to learn from it
         shapes.append(("gemm_gflops_bf16", torch.bfloat16, (2048, 2048, 2048)))
     result = {}
     for name, dtype, (m, k, n) in shapes:
@@ -309,11 +309,11 @@ def _run(fn_name: str, args) -> dict:
 
 def machine(device: torch.device) -> dict:
     """What the figures came from: the CPU (or GPU), the flags that decide precision, bf16 support."""
-    from nmt import runtime
+    from nmt import hardware
 
-    flags = runtime.cpu_flags()
-    support = runtime.bf16_support(device)
-    info = {"cpu": runtime.cpu_name(), "cpu_flags": {f: f in flags for f in ISA_FLAGS},
+    flags = hardware.cpu_flags()
+    support = hardware.bf16_support(device)
+    info = {"cpu": hardware.cpu_name(), "cpu_flags": {f: f in flags for f in ISA_FLAGS},
             "bf16_native": support.native, "bf16_reason": support.reason,
             "isa_caps": {k: os.environ[k] for k in ISA_CAPS if k in os.environ}, "torch": torch.__version__}
     if device.type == "cuda":
@@ -323,13 +323,13 @@ def machine(device: torch.device) -> dict:
 
 def _precisions(args, device: torch.device) -> list[str]:
     """The training precisions to measure: the asked one, or bf16 and fp32 where bf16 is native."""
-    from nmt import runtime
+    from nmt import hardware
     from nmt.config import load_config
 
     requested = args.precision or load_config(args.config, args.overrides).train.precision
     if requested == "auto":
-        return ["bf16", "fp32"] if runtime.fast_bf16(device) else ["fp32"]
-    return [runtime.resolve_precision(requested, device)]  # an unavailable bf16 stops here, in one line
+        return ["bf16", "fp32"] if hardware.fast_bf16(device) else ["fp32"]
+    return [hardware.resolve_precision(requested, device)]  # an unavailable bf16 stops here, in one line
 
 
 def main() -> None:
@@ -353,11 +353,11 @@ def main() -> None:
     parser.add_argument("--json", type=Path, default=None)
     args = parser.parse_args()
 
-    from nmt import runtime
+    from nmt import hardware
     from nmt.errors import NmtError
 
     try:
-        device = runtime.resolve_device(args.device)
+        device = hardware.resolve_device(args.device)
         precisions = _precisions(args, device)
     except NmtError as e:
         sys.exit(f"error: {e}")

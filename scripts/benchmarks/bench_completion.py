@@ -22,11 +22,11 @@ sys.path.insert(0, str(REPO))
 import torch  # noqa: E402
 from fastapi.testclient import TestClient  # noqa: E402
 
-from nmt.checkpoint import load_model  # noqa: E402
-from nmt.evaluate import TestSpec, load_test_set  # noqa: E402
-from nmt.runtime import cpu_flags, cpu_name  # noqa: E402
-from nmt.serve import ServeSettings, create_app, server_info  # noqa: E402
-from nmt.translator import Translator  # noqa: E402
+from nmt.evaluation.report import TestSpec, load_test_set  # noqa: E402
+from nmt.hardware import cpu_flags, cpu_name  # noqa: E402
+from nmt.inference.translator import Translator  # noqa: E402
+from nmt.model.checkpoint import load_model  # noqa: E402
+from nmt.serving.server import ServeSettings, create_app, server_info  # noqa: E402
 
 
 def typed_start(reference: str, rng: random.Random) -> str:

@@ -12,7 +12,7 @@ when it has no current export.
 
 Threads: torch runs with --threads, one batch at a time; the ONNX engines decode --threads
 batches at once, one thread each (a lone batch with --threads), with torch, which then only
-does the search's bookkeeping, on one thread, as `nmt translate` does (`nmt.onnx_engine`). A
+does the search's bookkeeping, on one thread, as `nmt translate` does (`nmt.inference.onnx_engine`). A
 last line gives torch in the ONNX engines' arrangement too, for a like-for-like ratio. Each
 figure is the best of --rounds rounds, the engines taking turns, so a machine's drift over
 minutes falls on all of them alike.
@@ -36,14 +36,14 @@ from pathlib import Path
 
 import torch
 
-from nmt.checkpoint import load_model
-from nmt.corpus import resolve_corpus
-from nmt.metrics import group_references, score
-from nmt.onnx_engine import ENGINES, current_export
-from nmt.prepare import ensure_prepared
-from nmt.prepared import PreparedCorpus
-from nmt.runtime import cpu_flags, cpu_name
-from nmt.translator import Translator
+from nmt.data.corpus import resolve_corpus
+from nmt.data.prepare import ensure_prepared
+from nmt.data.prepared_corpus import PreparedCorpus
+from nmt.evaluation.metrics import group_references, score
+from nmt.hardware import cpu_flags, cpu_name
+from nmt.inference.onnx_engine import ENGINES, current_export
+from nmt.inference.translator import Translator
+from nmt.model.checkpoint import load_model
 
 
 def throughput(translator: Translator, sources: list[str], beam: int) -> tuple[float, list[str]]:

@@ -13,7 +13,7 @@ import random
 
 import torch
 
-from nmt.runtime import keep_freed_memory
+from nmt.hardware import keep_freed_memory
 
 
 def rss_mb() -> tuple[float, float]:

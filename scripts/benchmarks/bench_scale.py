@@ -29,7 +29,7 @@ REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 
 from nmt.config import DataConfig  # noqa: E402
-from nmt.corpus import read_lines, resolve_corpus  # noqa: E402
+from nmt.data.corpus import read_lines, resolve_corpus  # noqa: E402
 
 STEPS = 100
 STEP_LINE = re.compile(r"^step (\d+) \|")

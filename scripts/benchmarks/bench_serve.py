@@ -23,6 +23,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
+import random
 import signal
 import socket
 import subprocess
@@ -30,18 +31,16 @@ import sys
 import time
 from pathlib import Path
 
-import random
-
 import aiohttp
 import httpx
 import torch
 
-from nmt.checkpoint import load_model
-from nmt.onnx_engine import ENGINES, current_export
-from nmt.corpus import load_corpus
-from nmt.metrics import group_references
-from nmt.runtime import cpu_name
-from nmt.translator import Translator
+from nmt.data.corpus import load_corpus
+from nmt.evaluation.metrics import group_references
+from nmt.hardware import cpu_name
+from nmt.inference.onnx_engine import ENGINES, current_export
+from nmt.inference.translator import Translator
+from nmt.model.checkpoint import load_model
 
 REPO = Path(__file__).resolve().parents[2]
 

@@ -45,7 +45,7 @@ def main() -> None:
     args = parser.parse_args()
 
     from nmt.config import load_config
-    from nmt.corpus import load_corpus
+    from nmt.data.corpus import load_corpus
 
     data = ["--data", args.data] if args.data else []
     with tempfile.TemporaryDirectory() as tmp:

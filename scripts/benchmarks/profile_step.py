@@ -21,11 +21,10 @@ sys.path.insert(0, str(REPO / "scripts" / "benchmarks"))
 
 from bench import _prepare, _training_batches  # noqa: E402  (the benchmark's data and batches)
 
-from nmt import runtime  # noqa: E402
+from nmt import hardware  # noqa: E402
 from nmt.config import load_config  # noqa: E402
 from nmt.model import build_model  # noqa: E402
-from nmt.train import train_step  # noqa: E402
-
+from nmt.training.loop import train_step  # noqa: E402
 
 # The operators that do a step's arithmetic, whatever arranges the model's loops: what is left
 # when every other operator (element-wise work, copies, the softmax, Adam) costs nothing.
@@ -42,11 +41,11 @@ def main() -> None:
     parser.add_argument("--top", type=int, default=25, help="operators to list (0: only the step time)")
     args = parser.parse_args()
 
-    device = runtime.resolve_device(args.device)
+    device = hardware.resolve_device(args.device)
     requested = load_config(args.config, args.overrides).train.precision
     prepare_args = argparse.Namespace(config=args.config, data=None, threads=torch.get_num_threads(),
                                       overrides=args.overrides, model="config",
-                                      precision=runtime.resolve_precision(requested, device))
+                                      precision=hardware.resolve_precision(requested, device))
     cfg, _, sv, tv, examples, _ = _prepare(prepare_args)
     torch.manual_seed(0)
     model = build_model(cfg.model, sv, tv).to(device).train()

@@ -14,11 +14,11 @@ import time
 import unicodedata
 
 from nmt.config import DataConfig
-from nmt.corpus import load_corpus
-from nmt.data import pair_tokens
-from nmt.metrics import group_references
-from nmt.tokenizer import SubwordTokenizer, WordTokenizer
-from nmt.vocab import Vocab
+from nmt.data.batches import pair_tokens
+from nmt.data.corpus import load_corpus
+from nmt.data.tokenizer import SubwordTokenizer, WordTokenizer
+from nmt.data.vocab import Vocab
+from nmt.evaluation.metrics import group_references
 
 
 def describe(name: str, tokenizer, splits, max_len: int, seconds: float, src_vocab: Vocab, tgt_vocab: Vocab) -> str:

@@ -33,7 +33,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 
-from nmt.tokenizer import TOKENIZER  # noqa: E402
+from nmt.data.tokenizer import TOKENIZER  # noqa: E402
 
 FOOD = set("""eat eats ate eaten eating food foods cook cooks cooked cooking dinner dinners lunch breakfast
 meal meals bread cheese meat fish apple apples coffee tea wine beer soup cake cakes kitchen restaurant

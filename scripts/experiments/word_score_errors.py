@@ -21,10 +21,10 @@ sys.path.insert(0, str(REPO))
 
 import torch  # noqa: E402
 
-from nmt.checkpoint import load_model  # noqa: E402
-from nmt.evaluate import TestSpec, load_test_set  # noqa: E402
-from nmt.translator import Translator  # noqa: E402
-from nmt.words import lowest, mean, words_of  # noqa: E402
+from nmt.evaluation.report import TestSpec, load_test_set  # noqa: E402
+from nmt.inference.translator import Translator  # noqa: E402
+from nmt.inference.words import lowest, mean, words_of  # noqa: E402
+from nmt.model.checkpoint import load_model  # noqa: E402
 
 _WORD = re.compile(r"\w+", re.UNICODE)
 

@@ -1,5 +1,5 @@
 """How a corpus's target side writes times, thousands and decimals: the counts behind the
-conventions nmt/protect.py restores numbers in (for fra-eng's French: 7h45, 30 000, 3,5).
+conventions nmt/data/protected_numbers.py restores numbers in (for fra-eng's French: 7h45, 30 000, 3,5).
 
     python scripts/tools/number_forms.py                      # data/fra-eng.zip, or $NMT_CORPUS
     python scripts/tools/number_forms.py --corpus my.tsv
@@ -20,7 +20,7 @@ REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 
 from nmt.config import DataConfig  # noqa: E402
-from nmt.corpus import PairReader  # noqa: E402
+from nmt.data.corpus import PairReader  # noqa: E402
 
 FORMS = {
     "time 7h45": r"\b\d{1,2}h\d{2}\b",

@@ -23,8 +23,8 @@ REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 
 from nmt.config import load_config  # noqa: E402
-from nmt.corpus import load_splits, resolve_corpus  # noqa: E402
-from nmt.protect import VERBATIM, SpanProtector, read_number  # noqa: E402
+from nmt.data.corpus import load_splits, resolve_corpus  # noqa: E402
+from nmt.data.protected_numbers import VERBATIM, SpanProtector, read_number  # noqa: E402
 
 
 def random_number(rng: random.Random, avoid: str) -> str:

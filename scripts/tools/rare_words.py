@@ -14,10 +14,10 @@ import argparse
 from collections import Counter
 
 from nmt.config import load_config
-from nmt.corpus import load_corpus
-from nmt.evaluate import rare_word_sources
-from nmt.metrics import group_references
-from nmt.vocab import Vocab
+from nmt.data.corpus import load_corpus
+from nmt.data.vocab import Vocab
+from nmt.evaluation.metrics import group_references
+from nmt.evaluation.report import rare_word_sources
 
 
 def main() -> None:

@@ -2,8 +2,8 @@
 # Run one test (a pytest node id) N times, optionally with busy cores beside it, and count the
 # failures; the output of each failing run is kept. For hunting flaky tests before CI does:
 #
-#   bash scripts/tools/repeat_test.sh 50 "tests/test_distributed.py::test_sigterm_stops_all_processes_together_and_the_run_resumes"
-#   LOAD=1 bash scripts/tools/repeat_test.sh 20 tests/test_serve.py    # one core kept busy meanwhile
+#   bash scripts/tools/repeat_test.sh 50 "tests/training/test_distributed.py::test_sigterm_stops_all_processes_together_and_the_run_resumes"
+#   LOAD=1 bash scripts/tools/repeat_test.sh 20 tests/serving/test_serve.py    # one core kept busy meanwhile
 #
 # Failing runs' output goes to $KEEP (default /tmp/repeat-test-failures); nothing else is written.
 set -uo pipefail

@@ -1,4 +1,4 @@
-"""Run under torchrun by tests/test_distributed.py: train a few steps with DDP and check after
+"""Run under torchrun by tests/training/test_distributed.py: train a few steps with DDP and check after
 every step that all ranks hold the same parameters. Prints one JSON line from rank 0."""
 
 import json
@@ -7,10 +7,10 @@ from pathlib import Path
 
 import torch
 
-from nmt import distributed
 from nmt.config import load_config
-from nmt.stopping import StopSignals
-from nmt.train import agree_to_stop, epoch_batches, setup, train_batch
+from nmt.training import distributed
+from nmt.training.loop import agree_to_stop, epoch_batches, setup, train_batch
+from nmt.training.stopping import StopSignals
 
 config, corpus, out, steps = sys.argv[1], sys.argv[2], Path(sys.argv[3]), int(sys.argv[4])
 cfg = load_config(config)

@@ -1,0 +1,105 @@
+"""`nmt train` and `nmt prepare`."""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+from tqdm.contrib.logging import logging_redirect_tqdm
+
+from nmt.cli.app import app, logger, setup_logging, user_errors
+from nmt.cli.options import DataOpt, InitFromOpt, NprocOpt, ResumeOpt, SetOpt, TargetArg, TestOpt, ValidOpt
+
+
+@app.command()
+@user_errors
+def train(
+    target: TargetArg = None,
+    resume: ResumeOpt = False,
+    set_: SetOpt = None,
+    out: Annotated[Optional[Path], typer.Option(help="Run directory (default: a new one under runs/).")] = None,
+    device: Annotated[Optional[str], typer.Option(help="auto, cpu or cuda (default: train.device).")] = None,
+    max_minutes: Annotated[Optional[float], typer.Option(
+        help="Stop cleanly after this many minutes, keeping the best checkpoint.")] = None,
+    data: DataOpt = None,
+    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress bar or log lines.")] = False,
+    nproc: NprocOpt = 1,
+    valid: ValidOpt = None,
+    test: TestOpt = None,
+    init_from: InitFromOpt = None,
+) -> None:
+    """Train a model; writes config.yaml, vocabularies, metrics.jsonl, checkpoints, best.pt and last.pt."""
+    from nmt.training import distributed, job
+    from nmt.training.loop import train as run_training
+    from nmt.training.stopping import TrainingInterrupted
+
+    overrides = list(set_ or []) + ([f"train.device={device}"] if device is not None else []) + (
+        [f"train.max_minutes={max_minutes}"] if max_minutes is not None else []) + (
+        [f"data.valid={valid}"] if valid is not None else []) + ([f"data.test={test}"] if test is not None else [])
+    setup_logging(quiet)  # finding (or downloading) the corpus may log before training starts
+    if nproc > 1:  # bad arguments fail here, in one line, not N times inside torchrun's report
+        job.check_job(target, resume, overrides, data, init_from)
+        raise typer.Exit(code=distributed.launch(nproc, sys.argv[1:]))
+    started = job.start_job(target, resume, overrides, out, data, init_from)
+    quiet = quiet or not started.world.is_main  # rank 0 speaks for the job
+    finished = False
+    try:
+        with _training_log(started.out_dir, quiet, started.world.is_main):
+            run_training(started.cfg, started.out_dir, started.data_path, quiet, resume=started.resume,
+                         world=started.world, parent=started.parent)
+        finished = True
+    except TrainingInterrupted as e:
+        if started.world.is_main:
+            typer.echo(str(e), err=True)
+        raise typer.Exit(code=e.exit_code) from None
+    except KeyboardInterrupt:
+        typer.echo(f"\ninterrupted: checkpoints saved so far are in {started.out_dir}; "
+                   f"resume with: nmt train --resume {started.out_dir}", err=True)
+        raise typer.Exit(code=130) from None
+    finally:
+        distributed.shutdown(clean=finished)
+
+
+@contextlib.contextmanager
+def _training_log(out_dir: Path, quiet: bool, main: bool) -> Iterator[None]:
+    """Log lines to stderr and (from rank 0) to out_dir/train.log, kept from breaking the bar."""
+    setup_logging(quiet)
+    file_log = logging.FileHandler(out_dir / "train.log", encoding="utf-8") if main else None
+    if file_log is not None:
+        file_log.setFormatter(logging.Formatter("%(asctime)s %(message)s"))
+        logging.getLogger().addHandler(file_log)
+    logger.info("run directory: %s", out_dir)
+    try:
+        # The redirect does not copy handler levels, so --quiet (no bar) goes without it.
+        with contextlib.nullcontext() if quiet else logging_redirect_tqdm():
+            yield
+    finally:
+        if file_log is not None:
+            logging.getLogger().removeHandler(file_log)
+            file_log.close()
+
+
+@app.command()
+@user_errors
+def prepare(
+    config: Annotated[Optional[Path], typer.Argument(
+        help="YAML config whose data section shapes the prepared corpus (default: configs/default.yaml).",
+        show_default=False)] = None,
+    data: DataOpt = None,
+    set_: SetOpt = None,
+    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress bar or log lines.")] = False,
+) -> None:
+    """Split, learn the vocabularies and encode a corpus once, into data.prepared_dir (nmt train does it when needed)."""
+    from nmt.config import load_config
+    from nmt.data.corpus import resolve_corpus
+    from nmt.data.prepare import ensure_prepared
+    from nmt.training.job import DEFAULT_CONFIG
+
+    setup_logging(quiet)
+    cfg = load_config(config or DEFAULT_CONFIG, list(set_ or []))
+    typer.echo(ensure_prepared(resolve_corpus(data, cfg.data), cfg.data, quiet=quiet))

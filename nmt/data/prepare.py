@@ -1,0 +1,421 @@
+"""Preparing a corpus once: its split, vocabularies and token ids on disk, in a folder a corpus
+and data config (`nmt prepare`, and `nmt train` when the folder is missing or stale).
+
+One streaming pass reads the corpus line by line and writes each split's raw text (an indexed
+byte store) and counts words; SentencePiece learns from a seeded sample of the training split;
+the texts are encoded in chunks by a process pool into one flat id file per split and side. All
+of it is written into a temporary folder that is renamed into place with the manifest last, so
+an interrupted prepare leaves nothing that looks complete. The folder is trusted while the
+manifest's format, corpus fingerprint, data config and file checks hold (`stale_reason`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import hashlib
+import itertools
+import json
+import logging
+import multiprocessing
+import os
+import shutil
+import time
+import zipfile
+from collections import Counter
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from nmt.config import DataConfig
+from nmt.data.corpus import PairReader, SplitCounter, held_out_files, language_files, whole_pairs
+from nmt.data.indexed import IndexedArray, IndexedWriter, ids_dtype
+from nmt.data.tokenizer import SubwordTokenizer, Tokenizer, WordTokenizer
+from nmt.data.vocab import Vocab
+from nmt.progress_bar import Meter
+
+logger = logging.getLogger(__name__)
+
+FORMAT = 1  # raise when the files or their meaning change: older folders are then rebuilt
+MANIFEST = "manifest.json"
+SPLITS, SIDES = ("train", "valid", "test"), ("src", "tgt")
+# The data config keys that shape the prepared files (not max_len: pairs are filtered when read).
+SHAPING = ("src_lang", "tgt_lang", "reverse", "num_pairs", "min_freq", "tokenizer", "vocab_size", "subword_type",
+           "joint_vocab", "split_digits", "subword_sample")
+CHUNK = 20_000  # sentences a pool task encodes
+POOL_FROM = 100_000  # sentences in a split: below, one process encodes faster than a pool starts
+
+
+def shaping_config(cfg: DataConfig) -> dict[str, Any]:
+    shaping = {key: getattr(cfg, key) for key in SHAPING}
+    held_out = held_out_files(cfg)
+    if held_out:  # only then, so that folders prepared before these keys existed stay valid
+        shaping.update({split: str(path.resolve()) for split, path in held_out.items()},
+                       drop_overlap=cfg.drop_overlap)
+    if cfg.protect:  # likewise
+        shaping["protect"] = True
+    return shaping
+
+
+def corpus_files(corpus: Path, cfg: DataConfig) -> list[Path]:
+    return [corpus] if corpus.is_file() else list(language_files(corpus, cfg))
+
+
+def corpus_name(corpus: Path) -> str:
+    return corpus.name[: -len(corpus.suffix)] if corpus.suffix in (".zip", ".txt", ".tsv") else corpus.name
+
+
+def prepared_path(corpus: Path, cfg: DataConfig, vocab_key: str | None = None) -> Path:
+    """The folder of this corpus under this data config (and, for a resumed run whose vocabulary
+    the learned one does not match, under that vocabulary): PREPARED_DIR/<corpus>-<key>."""
+    key = json.dumps({"corpus": str(corpus.resolve()), "data": shaping_config(cfg), "vocab": vocab_key},
+                     sort_keys=True)
+    return Path(cfg.prepared_dir) / f"{corpus_name(corpus)}-{hashlib.sha256(key.encode()).hexdigest()[:12]}"
+
+
+def vocab_key(src_vocab: Vocab, tgt_vocab: Vocab) -> str:
+    return hashlib.sha256("\n".join([*src_vocab.itos, "\t", *tgt_vocab.itos]).encode()).hexdigest()[:16]
+
+
+# The corpus's fingerprint ------------------------------------------------------------------------
+
+def content_hash(files: list[Path]) -> str:
+    """What the corpus says: a zip's member CRC (its central directory already holds a hash of the
+    text, so nothing is read), else sha256 of the files' bytes."""
+    if len(files) == 1 and zipfile.is_zipfile(files[0]):
+        with zipfile.ZipFile(files[0]) as archive:
+            infos = [i for i in archive.infolist() if i.filename.endswith(".txt")]
+            return "zip-crc32:" + ",".join(f"{i.filename}:{i.CRC:08x}:{i.file_size}" for i in infos)
+    digest = hashlib.sha256()
+    for file in files:
+        with open(file, "rb") as f:
+            while block := f.read(1 << 22):
+                digest.update(block)
+    return "sha256:" + digest.hexdigest()
+
+
+def fingerprint(corpus: Path, cfg: DataConfig) -> dict[str, Any]:
+    files = corpus_files(corpus, cfg)
+    return {"path": str(corpus.resolve()), "files": [_stat(f) for f in files], "content": content_hash(files)}
+
+
+def _stat(path: Path) -> dict[str, int]:
+    st = path.stat()
+    return {"size": st.st_size, "mtime_ns": st.st_mtime_ns}
+
+
+def corpus_change(stored: dict[str, Any], corpus: Path, cfg: DataConfig) -> str | None:
+    """Why the corpus is not the one prepared, or None. Sizes first, then the mtimes; a file
+    touched but unchanged (copied, restored) is recognised by its content hash."""
+    files = corpus_files(corpus, cfg)
+    now = [_stat(f) for f in files]
+    if len(now) != len(stored["files"]) or any(a["size"] != b["size"] for a, b in zip(now, stored["files"])):
+        return "the corpus changed since it was prepared (its size differs)"
+    if now != stored["files"] and content_hash(files) != stored["content"]:
+        return "the corpus changed since it was prepared (its content differs)"
+    return None
+
+
+# Is a prepared folder right? ---------------------------------------------------------------------
+
+def read_manifest(folder: Path) -> dict[str, Any] | None:
+    try:
+        return json.loads((folder / MANIFEST).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+
+
+def stale_reason(folder: Path, corpus: Path, cfg: DataConfig, vocab: str | None) -> str | None:
+    """Why `folder` cannot be used as it is, or None. Files are checked by size (truncation) and,
+    where their mtime moved since the prepare, by their sha256 (corruption)."""
+    manifest = read_manifest(folder)
+    if manifest is None:
+        return f"no prepared data in {folder}{_other_config(folder, corpus, cfg)}"
+    if manifest.get("format") != FORMAT:
+        return f"{folder} holds format {manifest.get('format')}; this nmt reads format {FORMAT}"
+    if manifest.get("data") != shaping_config(cfg) or manifest.get("vocab") != vocab:
+        return f"{folder} was prepared for another data config{_config_diff(manifest.get('data') or {}, cfg)}"
+    if reason := corpus_change(manifest["corpus"], corpus, cfg):
+        return reason
+    for split, path in held_out_files(cfg).items():
+        stored = (manifest.get("held_out") or {}).get(split)
+        if stored is None or corpus_change(stored, path, cfg):
+            return f"data.{split} {path} changed since it was prepared"
+    for name, stored in manifest["files"].items():
+        path = folder / name
+        if not path.is_file():
+            return f"{name} is missing from {folder}"
+        now = _stat(path)
+        if now["size"] != stored["size"]:
+            return f"{name} is truncated or grown ({now['size']:,} bytes, the manifest says {stored['size']:,})"
+        if now["mtime_ns"] != stored["mtime_ns"] and file_sha256(path) != stored["sha256"]:
+            return f"{name} is corrupt (its sha256 differs from the manifest's)"
+    return None
+
+
+def file_sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        while block := f.read(1 << 22):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def _config_diff(stored: dict[str, Any], cfg: DataConfig) -> str:
+    changed = [f"data.{k} {stored.get(k)!r} -> {v!r}" for k, v in shaping_config(cfg).items() if stored.get(k) != v]
+    return f" ({', '.join(changed)})" if changed else ""
+
+
+def _other_config(folder: Path, corpus: Path, cfg: DataConfig) -> str:
+    """When the same corpus was prepared under another data config: which keys changed."""
+    others = []
+    for sibling in folder.parent.glob(f"{corpus_name(corpus)}-*"):
+        manifest = read_manifest(sibling)
+        if sibling != folder and manifest and manifest["corpus"]["path"] == str(corpus.resolve()):
+            others.append((sibling.stat().st_mtime, sibling, manifest))
+    if not others:
+        return ""
+    _, sibling, manifest = max(others, key=lambda o: o[0])
+    return f"; the data config changed since {sibling.name} was prepared{_config_diff(manifest['data'], cfg)}"
+
+
+# Preparing ---------------------------------------------------------------------------------------
+
+@contextlib.contextmanager
+def _locked(folder: Path) -> Iterator[None]:
+    """One process at a time prepares or checks a folder: torchrun's processes on one machine,
+    or two jobs started together, wait here and then find the other's work done."""
+    folder.parent.mkdir(parents=True, exist_ok=True)
+    with open(folder.with_name(folder.name + ".lock"), "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
+
+
+def ensure_prepared(corpus: Path, cfg: DataConfig, vocabularies: tuple[Tokenizer, Vocab, Vocab] | None = None,
+                    quiet: bool = False) -> Path:
+    """The prepared folder of `corpus` under `cfg`, prepared now if missing or stale (said in one
+    log line). `vocabularies`: a resumed run's own tokenizer and vocabularies, to encode with
+    instead of learning new ones (only where the learned folder's do not match them)."""
+    vocab = None
+    if vocabularies is not None:
+        learned = prepared_path(corpus, cfg)
+        if stale_reason(learned, corpus, cfg, None) is None and _same_vocab(learned, *vocabularies[1:]):
+            return learned
+        vocab = vocab_key(*vocabularies[1:])
+    folder = prepared_path(corpus, cfg, vocab)
+    with _locked(folder):
+        reason = stale_reason(folder, corpus, cfg, vocab)
+        if reason is None:
+            logger.info("prepared data: %s", folder)
+            return folder
+        logger.info("%s; preparing it", reason)
+        prepare(corpus, cfg, folder, vocabularies, vocab, quiet)
+    return folder
+
+
+def _same_vocab(folder: Path, src_vocab: Vocab, tgt_vocab: Vocab) -> bool:
+    return (Vocab.load(folder / "src_vocab.txt") == src_vocab) and (Vocab.load(folder / "tgt_vocab.txt") == tgt_vocab)
+
+
+def prepare(corpus: Path, cfg: DataConfig, folder: Path, vocabularies: tuple[Tokenizer, Vocab, Vocab] | None = None,
+            vocab: str | None = None, quiet: bool = False) -> None:
+    """Prepare `corpus` into `folder` (replacing what is there), by way of a temporary folder."""
+    start = time.monotonic()
+    for kind in ("tmp", "old"):  # what a killed prepare left (this process holds the folder's lock)
+        for leftover in folder.parent.glob(f"{folder.name}.{kind}-*"):
+            shutil.rmtree(leftover, ignore_errors=True)
+    tmp = folder.with_name(f"{folder.name}.tmp-{os.getpid()}")
+    tmp.mkdir(parents=True)
+    try:
+        corpus_print = fingerprint(corpus, cfg)
+        held_out_prints = {split: fingerprint(path, cfg) for split, path in held_out_files(cfg).items()}
+        counts, src_words, tgt_words, digests = split_corpus(corpus, cfg, tmp, quiet)
+        tokenizer, src_vocab, tgt_vocab = vocabularies or learn_vocabularies(cfg, tmp, src_words, tgt_words)
+        tokenizer.save(tmp)
+        src_vocab.save(tmp / "src_vocab.txt")
+        tgt_vocab.save(tmp / "tgt_vocab.txt")
+        (tmp / "training_words.tsv").write_text("".join(f"{w}\t{c}\n" for w, c in sorted(
+            src_words.items(), key=lambda wc: (-wc[1], wc[0]))), encoding="utf-8")
+        digests.update(encode_splits(tmp, tokenizer, src_vocab, tgt_vocab, counts, quiet))
+        files = {p.name: {**_stat(p), "sha256": digests.get(p.name) or file_sha256(p)}
+                 for p in sorted(tmp.iterdir())}
+        manifest = {"format": FORMAT, "corpus": corpus_print, "held_out": held_out_prints,
+                    "data": shaping_config(cfg), "vocab": vocab,
+                    "counts": counts, "ids_dtype": np.dtype(ids_dtype(max(len(src_vocab), len(tgt_vocab)))).name,
+                    "vocab_sizes": [len(src_vocab), len(tgt_vocab)], "files": files,
+                    "seconds": round(time.monotonic() - start, 1)}
+        (tmp / MANIFEST).write_text(json.dumps(manifest, indent=1), encoding="utf-8")
+        _replace_folder(tmp, folder)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    logger.info("prepared %s in %.1f s: train %s | valid %s | test %s pairs, %s source and %s target types, "
+                "%.1f MB", corpus, time.monotonic() - start, f"{counts['train']:,}", f"{counts['valid']:,}",
+                f"{counts['test']:,}", f"{len(src_vocab):,}", f"{len(tgt_vocab):,}", folder_mb(folder))
+
+
+def folder_mb(folder: Path) -> float:
+    return sum(p.stat().st_size for p in folder.iterdir()) / 1e6
+
+
+def _replace_folder(tmp: Path, folder: Path) -> None:
+    """Move the finished folder into place; a stale one is moved aside first, then deleted."""
+    old = folder.with_name(f"{folder.name}.old-{os.getpid()}")
+    if folder.exists():
+        os.replace(folder, old)
+    os.replace(tmp, folder)
+    shutil.rmtree(old, ignore_errors=True)
+
+
+def split_corpus(corpus: Path, cfg: DataConfig, out: Path, quiet: bool
+                 ) -> tuple[dict[str, int], Counter, Counter, dict[str, str]]:
+    """The streaming pass: each line to its split's text stores; the training split's word counts
+    (source always: the rare-word subset's vocabulary; target for word vocabularies). Returns
+    the counts of pairs, the word counts and the sha256 of the stores."""
+    reader, counter = PairReader(corpus, cfg), SplitCounter(corpus)
+    writers = {(split, side): IndexedWriter(out / f"{split}.{side}.txt", np.uint8) for split in SPLITS for side in SIDES}
+    src_words: Counter = Counter()
+    tgt_words: Counter = Counter()
+    counts = dict.fromkeys(SPLITS, 0)
+    count_targets = cfg.tokenizer == "word"
+    held_out = {split: whole_pairs(path, cfg, f"data.{split}") for split, path in held_out_files(cfg).items()}
+    held_sources = {" ".join(pair.src) for pairs in held_out.values() for pair in pairs}
+    overlap_pairs, overlap_sources = 0, set()
+    with Meter(reader.total_bytes, f"prepare {corpus_name(corpus)}: reading", "B", quiet, unit_scale=True) as meter:
+        read = 0
+        for number, first, second in reader:
+            if cfg.num_pairs is not None and number > cfg.num_pairs:
+                break
+            if number % 10_000 == 0:
+                meter.update(reader.bytes_read - read)
+                read = reader.bytes_read
+            found = counter.usable(number, first, second, cfg)
+            if found is None:
+                continue
+            split, pair = found
+            if split in held_out:  # a given dev or test set replaces this split: its pairs train
+                split = "train"
+            if split == "train" and held_sources and (key := " ".join(pair.src)) in held_sources:
+                overlap_pairs += 1
+                overlap_sources.add(key)
+                if cfg.drop_overlap:  # a dev set must not grade what the model memorised
+                    continue
+            counts[split] += 1
+            src_text, tgt_text = pair.raw
+            writers[split, "src"].add(src_text.encode("utf-8"))
+            writers[split, "tgt"].add(tgt_text.encode("utf-8"))
+            if split == "train":
+                src_words.update(pair.src)
+                if count_targets:
+                    tgt_words.update(pair.tgt)
+    for split, pairs in held_out.items():
+        for pair in pairs:
+            src_text, tgt_text = pair.raw
+            writers[split, "src"].add(src_text.encode("utf-8"))
+            writers[split, "tgt"].add(tgt_text.encode("utf-8"))
+        counts[split] = len(pairs)
+        logger.info("data.%s %s: %s pairs, %s sources; the md5 split's %s pairs train instead", split,
+                    held_out_files(cfg)[split], f"{len(pairs):,}", f"{len({' '.join(p.src) for p in pairs}):,}",
+                    split)
+    if held_out:
+        action = "dropped from training (data.drop_overlap)" if cfg.drop_overlap else \
+            "kept in training (data.drop_overlap: false)"
+        logger.info("overlap: %s source(s) of data.valid/data.test also occur in the training corpus, in %s "
+                    "training pair(s), %s", f"{len(overlap_sources):,}", f"{overlap_pairs:,}", action)
+    digests = {}
+    for writer in writers.values():
+        writer.close()
+        digests.update(writer.digests)
+    counter.finish(counts["train"])
+    counts["skipped"] = counter.skipped
+    counts["overlap"] = overlap_pairs
+    return counts, src_words, tgt_words, digests
+
+
+def learn_vocabularies(cfg: DataConfig, out: Path, src_words: Counter, tgt_words: Counter
+                       ) -> tuple[Tokenizer, Vocab, Vocab]:
+    """Word vocabularies from the counts; subword models learned by SentencePiece from at most
+    data.subword_sample sentences a side of the training split, read from the text stores."""
+    if cfg.tokenizer == "word":
+        return (WordTokenizer(cfg.source_lang, cfg.target_lang), Vocab.from_counts(src_words, cfg.min_freq),
+                Vocab.from_counts(tgt_words, cfg.min_freq))
+    start = time.monotonic()
+    src, tgt = (IndexedArray(out / f"train.{side}.txt") for side in SIDES)
+    tokenizer = SubwordTokenizer.train(
+        (src.text(i) for i in range(len(src))), (tgt.text(i) for i in range(len(tgt))), cfg.vocab_size,
+        cfg.subword_type, cfg.joint_vocab, cfg.source_lang, cfg.target_lang, cfg.split_digits, cfg.subword_sample,
+        cfg.protect)
+    logger.info("subword model%s (SentencePiece %s, %d pieces%s) learned from %s sentences a side in %.1f s",
+                "" if cfg.joint_vocab else "s", cfg.subword_type, cfg.vocab_size,
+                ", both languages" if cfg.joint_vocab else " a side", f"{min(len(src), cfg.subword_sample):,}",
+                time.monotonic() - start)
+    return (tokenizer, *tokenizer.vocabularies())
+
+
+# Encoding ----------------------------------------------------------------------------------------
+
+def encode_texts(tokenizer: Tokenizer, vocabs: dict[str, Vocab], src: list[str], tgt: list[str]
+                 ) -> tuple[list[list[int]], list[list[int]]]:
+    """Token ids (without <eos>) of both sides' sentences, in the tokenizer's best segmentation
+    (numbers as placeholders with data.protect, which reads both sides of a pair)."""
+    if isinstance(tokenizer, SubwordTokenizer):
+        if tokenizer.protector:
+            src, tgt = tokenizer.protector.protect_pairs(src, tgt)
+        return tokenizer.source_ids(src), tokenizer.target_ids(tgt)
+    return ([vocabs["src"].encode(t) for t in tokenizer.source_tokens(src)],
+            [vocabs["tgt"].encode(t) for t in tokenizer.target_tokens(tgt)])
+
+
+_worker: dict[str, Any] = {}
+
+
+def _init_worker(tokenizer: Tokenizer, vocabs: dict[str, Vocab], folder: Path) -> None:
+    _worker.update(tokenizer=tokenizer, vocabs=vocabs, folder=folder)
+
+
+def _encode_chunk(task: tuple[str, int, int]) -> list[tuple[np.ndarray, list[int]]]:
+    """Both sides of the pairs start:stop of a split: per side, the ids end to end and their sizes."""
+    split, start, stop = task
+    texts = [IndexedArray(_worker["folder"] / f"{split}.{side}.txt").texts(range(start, stop)) for side in SIDES]
+    out = []
+    for ids in encode_texts(_worker["tokenizer"], _worker["vocabs"], *texts):
+        sizes = [len(x) for x in ids]
+        out.append((np.fromiter(itertools.chain.from_iterable(ids), dtype=np.uint32, count=sum(sizes)), sizes))
+    return out
+
+
+def encode_splits(folder: Path, tokenizer: Tokenizer, src_vocab: Vocab, tgt_vocab: Vocab, counts: dict[str, int],
+                  quiet: bool) -> dict[str, str]:
+    """Every split's text stores to id stores, in chunks (by a process pool for a large split);
+    returns the sha256 of what was written."""
+    vocabs, dtype = {"src": src_vocab, "tgt": tgt_vocab}, ids_dtype(max(len(src_vocab), len(tgt_vocab)))
+    digests: dict[str, str] = {}
+    tasks = [(split, start, min(start + CHUNK, counts[split]))
+             for split in SPLITS for start in range(0, counts[split], CHUNK)]
+    writers = {(split, side): IndexedWriter(folder / f"{split}.{side}", dtype) for split in SPLITS for side in SIDES}
+    _init_worker(tokenizer, vocabs, folder)
+    big = counts["train"] >= POOL_FROM and (os.cpu_count() or 1) > 1
+    with contextlib.ExitStack() as stack:
+        if big:
+            context = multiprocessing.get_context("fork" if "fork" in multiprocessing.get_all_start_methods()
+                                                  else "spawn")
+            pool = stack.enter_context(context.Pool(os.cpu_count(), _init_worker, (tokenizer, vocabs, folder)))
+            results = pool.imap(_encode_chunk, tasks)
+        else:
+            results = map(_encode_chunk, tasks)
+        total = 2 * sum(counts[s] for s in SPLITS)
+        with Meter(total, "prepare: encoding", "sentences", quiet) as meter:
+            for (split, start, stop), sides in zip(tasks, results):
+                for side, (ids, sizes) in zip(SIDES, sides):
+                    writers[split, side].add_array(ids, sizes)
+                meter.update(2 * (stop - start))
+    for writer in writers.values():
+        writer.close()
+        digests.update(writer.digests)
+    _worker.clear()
+    return digests

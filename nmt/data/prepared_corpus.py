@@ -1,0 +1,70 @@
+"""Reading a prepared corpus (`nmt.data.prepare`): its tokenizer and vocabularies, the training ids as
+memory maps, the small splits as pairs, and the training words the rare-word subset is cut by."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+from nmt.config import DataConfig
+from nmt.data.corpus import Pair, source_hash, split_pair
+from nmt.data.indexed import IndexedArray
+from nmt.data.prepare import MANIFEST, read_manifest
+from nmt.data.tokenizer import TOKENIZER, SubwordTokenizer, Tokenizer, WordTokenizer
+from nmt.data.vocab import Vocab
+
+
+class PreparedCorpus:
+    def __init__(self, folder: Path, cfg: DataConfig):
+        manifest = read_manifest(folder)
+        if manifest is None:
+            raise FileNotFoundError(folder / MANIFEST)
+        self.folder, self.cfg, self.manifest = folder, cfg, manifest
+        self.counts: dict[str, int] = manifest["counts"]
+
+    def vocabularies(self) -> tuple[Tokenizer, Vocab, Vocab]:
+        src_vocab, tgt_vocab = Vocab.load(self.folder / "src_vocab.txt"), Vocab.load(self.folder / "tgt_vocab.txt")
+        if self.cfg.tokenizer == "word":
+            return WordTokenizer(self.cfg.source_lang, self.cfg.target_lang), src_vocab, tgt_vocab
+        return SubwordTokenizer.load(self.folder, self.cfg.source_lang, self.cfg.target_lang), src_vocab, tgt_vocab
+
+    def ids(self, split: str, side: str) -> IndexedArray:
+        """Token ids without <eos>, one sequence a pair of the split."""
+        return IndexedArray(self.folder / f"{split}.{side}")
+
+    def texts(self, split: str, side: str) -> IndexedArray:
+        """The sentences as the corpus writes them (UTF-8 bytes)."""
+        return IndexedArray(self.folder / f"{split}.{side}.txt")
+
+    def pairs(self, split: str, at_most: int | None = None) -> list[Pair]:
+        """A small split (valid, test) as pairs, in corpus order. With `at_most`, a larger split
+        gives about that many: the pairs of every k-th source by the split's own hash, so all
+        translations of a kept source stay together and the subset spreads over the split."""
+        src, tgt = self.texts(split, "src"), self.texts(split, "tgt")
+        every = math.ceil(len(src) / at_most) if at_most else 1
+        # The stores hold the pair in the model's direction: read back as first, second = src, tgt.
+        forward = DataConfig(src_lang=self.cfg.src_lang, tgt_lang=self.cfg.tgt_lang)
+        pairs = []
+        for i in range(len(src)):
+            text = src.text(i)
+            if every == 1 or source_hash(TOKENIZER.preprocess(text)) // 100 % every == 0:
+                if found := split_pair(text, tgt.text(i), forward):
+                    pairs.append(found[1])
+        return pairs
+
+    def training_words(self, min_freq: int) -> Vocab:
+        return training_words(self.folder / TRAINING_WORDS, min_freq)
+
+
+TRAINING_WORDS = "training_words.tsv"  # in a prepared folder, and copied into each run directory
+
+
+def training_words(path: Path, min_freq: int) -> Vocab:
+    """The source words seen at least `min_freq` times in the training split, as the word
+    tokenizer keeps them. Words outside it are what eval calls rare."""
+    counts = {}
+    with open(path, encoding="utf-8") as f:
+        for line in f:
+            word, count = line.rstrip("\n").rsplit("\t", 1)
+            counts[word] = int(count)
+    return Vocab.from_counts(counts, min_freq)

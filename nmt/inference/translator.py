@@ -1,0 +1,299 @@
+"""Text in, text out: the one path by which everything translates (`nmt.load`, `nmt translate`,
+`nmt eval`, `nmt serve` and validation during training). It tokenizes the input, decodes
+length-sorted batches, and gives back text in the input's order.
+
+    import nmt
+    model = nmt.load("runs/my-run")                  # a run directory or a checkpoint file
+    model.translate("Go.")                           # 'Va !' (the run's decode.beam_size: 5 by default)
+    model.translate(["Go.", "I am cold."], beam=1)   # greedy search: ['Va !', "J'ai froid."]
+    model.nbest("Go.", n=3)[0][0].score              # n-best lists of Translation, best first
+    model.attention("I am cold.").weights            # (output pieces, source pieces)
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+import logging
+import math
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass, field
+from typing import NamedTuple
+
+import torch
+
+from nmt.config import DecodeConfig
+from nmt.data.batches import pad
+from nmt.data.protected_numbers import Number, SpanRule
+from nmt.data.tokenizer import Tokenizer, WordTokenizer, legacy_form
+from nmt.data.vocab import EOS, Vocab
+from nmt.errors import NmtError
+from nmt.inference.onnx_engine import OnnxSeq2Seq, engine_device, load_engine, map_batches, torch_threads
+from nmt.inference.search import Hypothesis, beam_search, forced, greedy, hypothesis
+from nmt.inference.words import alignment, text_words, word_scores, words_of
+from nmt.model import Seq2Seq
+from nmt.model.checkpoint import LoadedModel, load_model
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class Translation:
+    text: str  # plain text, as `nmt translate` prints it
+    tokenized: str  # lowercased and tokenized: the legacy form (`nmt translate --tokenized`)
+    score: float  # log-probability / length^decode.length_penalty, <eos> counted: what beams rank by
+    tokens: list[str]  # the output pieces (or words) as the model wrote them, <eos> excluded
+    token_scores: list[float] = field(default_factory=list)  # each token's natural-log probability, <eos> last
+    words: list[str] = field(default_factory=list)  # the words of `text`, as text.split() gives them
+    word_scores: list[float] = field(default_factory=list)  # each word's: its pieces' lowest token score
+    word_pieces: list[list[int]] = field(default_factory=list)  # each word's indices into `tokens`
+
+    @property
+    def mean_score(self) -> float:
+        """The mean of `token_scores` (<eos> counted): the sentence's score per token."""
+        return sum(self.token_scores) / len(self.token_scores) if self.token_scores else math.nan
+
+
+class Attention(NamedTuple):
+    src_tokens: list[str]  # the source pieces as the model read them, <eos> included (numbers for placeholders)
+    tgt_tokens: list[str]  # the output pieces, <eos> included (numbers for placeholders)
+    weights: torch.Tensor  # (len(tgt_tokens), len(src_tokens)), each row sums to 1
+
+    def alignment(self, output: Translation | None = None) -> list[tuple[int, int]]:
+        """Hard word alignment, (source word, output word) index pairs: each output word to the
+        source word its pieces attended most (`nmt.inference.words.alignment`; `nmt.inference.words.pharaoh` prints
+        it). Output words are those of `output` (the Translation these weights are behind), else
+        as the pieces group (a word model's: its tokens); source words as the model read them."""
+        out_words = list(zip(output.words, output.word_pieces)) if output else words_of(self.tgt_tokens)
+        return alignment(self.weights, words_of(self.src_tokens), out_words)
+
+
+def protected_sources(tokenizer: Tokenizer, texts: Sequence[str]) -> tuple[list[str], list[list[Number]]]:
+    """The texts the model reads (data.protect: numbers as placeholders) and each one's numbers."""
+    if tokenizer.protector is None:
+        return list(texts), [[] for _ in texts]
+    return tokenizer.protector.protect_sources(texts)
+
+
+def translation(tokenizer: Tokenizer, tokens: list[str], hyp: Hypothesis, numbers: list[Number]) -> Translation:
+    """A search's output `tokens` as text, with its scores by token and by word."""
+    text, tokenized = tokenizer.target_text(tokens), tokenizer.legacy_text(tokens)
+    if numbers:  # data.protect: the numbers back, in the target's conventions
+        text = tokenizer.protector.restore(text, numbers)  # type: ignore[union-attr]
+        tokenized = legacy_form(text)
+    if tokenizer.kind == "subword":  # a restored number is a piece of the words, as the text spells it
+        words = words_of([tokenizer.protector.target_piece(t, numbers) for t in tokens]  # type: ignore[union-attr]
+                         if numbers else tokens)
+    else:
+        words = text_words(text, tokens)
+    return Translation(text, tokenized, hyp.normalized, tokens, hyp.token_scores, [w for w, _ in words],
+                       word_scores(hyp.token_scores, words) if hyp.token_scores else [], [g for _, g in words])
+
+
+def prefix_ids(tokenizer: Tokenizer, vocab: Vocab, prefix: str | Sequence[str] | None, count: int
+               ) -> list[list[int]] | None:
+    """The target ids each of `count` outputs must start with: `prefix` (one for all, or one per
+    text) tokenized as the target is; None without one."""
+    if prefix is None:
+        return None
+    prefixes = [prefix] * count if isinstance(prefix, str) else list(prefix)
+    if len(prefixes) != count:
+        raise NmtError(f"{len(prefixes)} prefixes for {count} sentences: give one for all, or one per sentence")
+    return [vocab.encode(tokens) for tokens in tokenizer.target_tokens(prefixes)]
+
+
+def rule(tokenizer: Tokenizer, numbers: Sequence[list[Number]]) -> SpanRule | None:
+    """data.protect: which number placeholders each sentence may write (its own, once each)."""
+    return tokenizer.protector.rule(numbers) if tokenizer.protector else None
+
+
+def source_ids(tokens: list[str], vocab: Vocab, limit: int, line_no: int | None = None) -> list[int]:
+    """A source's ids and <eos>, cut to `limit` tokens (with a warning naming the line)."""
+    if len(tokens) > limit:
+        where = f"line {line_no}" if line_no is not None else "input"
+        logger.warning("%s has %d tokens; truncated to decode.max_input_len=%d", where, len(tokens), limit)
+        tokens = tokens[:limit]
+    return vocab.encode(tokens) + [vocab.eos_id]
+
+
+def shown(tokenizer: Tokenizer, src_tokens: list[str], out_tokens: list[str], weights: torch.Tensor,
+          numbers: list[Number]) -> Attention:
+    """The attention as a person reads it: a placeholder's row and column show its number."""
+    protector = tokenizer.protector
+    if protector is None or not numbers:
+        return Attention(src_tokens, out_tokens, weights)
+    return Attention([protector.source_piece(t, numbers) for t in src_tokens],
+                     [protector.target_piece(t, numbers) for t in out_tokens], weights)
+
+
+def score_given(translator: Translator, texts: Sequence[str], outputs: Sequence[str]) -> list[Translation]:
+    """`Translator.score`: forced decoding of given outputs, batched by source length."""
+    tokenizer, vocab = translator.tokenizer, translator.tgt_vocab
+    sources, targets, numbers = list(texts), list(outputs), [[] for _ in texts]
+    if tokenizer.protector:  # numbers as placeholders where they match, as in training
+        sources, targets = tokenizer.protector.protect_pairs(texts, outputs)
+        numbers = [tokenizer.protector.numbers(t) if s != t else [] for s, t in zip(sources, texts)]
+    out_ids = [vocab.encode(t) for t in tokenizer.target_tokens(targets)]
+    results = [Translation("", "", math.nan, []) for _ in texts]
+    for i, (scores, _) in forced_batches(translator, tokenizer.source_tokens(sources), out_ids).items():
+        hyp = hypothesis(out_ids[i], sum(scores), translator.cfg.length_penalty, scores)
+        results[i] = translation(tokenizer, vocab.decode(out_ids[i]), hyp, numbers[i])
+    return results
+
+
+def alignments(translator: Translator, texts: Sequence[str], translations: Sequence[Translation]
+               ) -> list[list[tuple[int, int]]]:
+    """Hard word alignments of translations of `texts` (their own tokens: from any search)."""
+    sources, numbers = protected_sources(translator.tokenizer, texts)
+    src_tokens = translator.tokenizer.source_tokens(sources)
+    out_ids = [translator.tgt_vocab.encode(t.tokens) for t in translations]
+    found = forced_batches(translator, src_tokens, out_ids, scored=False)
+    out: list[list[tuple[int, int]]] = [[] for _ in texts]
+    for i, (_, weights) in found.items():
+        src = [translator.src_vocab.itos[x] for x in source_ids(src_tokens[i], translator.src_vocab,
+                                                                 translator.cfg.max_input_len)]
+        attention = shown(translator.tokenizer, src, translations[i].tokens + [EOS], weights, numbers[i])
+        out[i] = attention.alignment(translations[i])
+    return out
+
+
+def forced_batches(translator: Translator, src_tokens: Sequence[list[str]], out_ids: Sequence[list[int]],
+                   scored: bool = True) -> dict[int, tuple[list[float], torch.Tensor]]:
+    """`search.forced` over many sentences, batched by source length: per non-empty source, its
+    output's token scores (where `scored`) and attention weights."""
+    order = sorted((i for i, s in enumerate(src_tokens) if s), key=lambda i: len(src_tokens[i]))
+    size, vocab = translator.cfg.batch_size, translator.tgt_vocab
+    batches = [order[start: start + size] for start in range(0, len(order), size)]
+
+    def decode(indices: list[int]) -> list[tuple[list[float], torch.Tensor]]:
+        ids = [source_ids(src_tokens[i], translator.src_vocab, translator.cfg.max_input_len) for i in indices]
+        src = pad(ids, translator.src_vocab.pad_id).to(translator.device)
+        lens = torch.tensor([len(x) for x in ids], device=translator.device)
+        return forced(translator.model, src, lens, vocab.bos_id, vocab.eos_id, [out_ids[i] for i in indices],
+                      translator.banned_id, scored)
+
+    decoded = map_batches(translator.model, decode, batches)
+    return dict(zip(itertools.chain(*batches), itertools.chain(*decoded)))
+
+
+def output_caps(src_lens: torch.Tensor, cfg: DecodeConfig) -> torch.Tensor:
+    """The most tokens to produce for each source length (<eos> not counted)."""
+    return (src_lens.float() * cfg.max_output_ratio).long() + cfg.max_output_extra
+
+
+class Translator:
+    def __init__(self, model: Seq2Seq | OnnxSeq2Seq, src_vocab: Vocab, tgt_vocab: Vocab, cfg: DecodeConfig,
+                 device: torch.device, tokenizer: Tokenizer | None = None):
+        self.model, self.src_vocab, self.tgt_vocab = model, src_vocab, tgt_vocab
+        self.cfg, self.device = cfg, device
+        self.tokenizer = tokenizer or WordTokenizer()
+        self.banned_id = tgt_vocab.unk_id if self.tokenizer.ban_unk else None
+
+    @classmethod
+    def load(cls, checkpoint: str | None = None, device: str | torch.device = "auto",
+             batch_size: int | None = None, engine: str = "torch") -> Translator:
+        """A checkpoint file or a run directory (its best.pt; by default the newest run's), on `device`,
+        decoding `batch_size` sentences at a time with `engine` (torch, onnx, onnx-fp32: see nmt.load)."""
+        device = engine_device(engine, device)
+        return cls.from_loaded(load_model(checkpoint, device), device, batch_size, engine)
+
+    @classmethod
+    def from_loaded(cls, loaded: LoadedModel, device: torch.device, batch_size: int | None = None,
+                    engine: str = "torch") -> Translator:
+        cfg = loaded.cfg.decode if batch_size is None else dataclasses.replace(loaded.cfg.decode, batch_size=batch_size)
+        model = loaded.model.to(device).eval() if engine == "torch" else load_engine(loaded.path, engine)
+        return cls(model, loaded.src_vocab, loaded.tgt_vocab, cfg, device, loaded.tokenizer)
+
+    def translate(self, texts: str | Sequence[str], beam: int | None = None, tokenized: bool = False,
+                  first_line: int = 1, prefix: str | Sequence[str] | None = None) -> str | list[str]:
+        """A sentence (or a list of them) in, its best translation's text out; empty in, empty out.
+        `beam` 1 is greedy search (default: the checkpoint's decode.beam_size); `tokenized` gives
+        the legacy lowercased, tokenized form; `first_line` numbers texts[0] in warnings; each
+        output starts with `prefix` (one for all, or one per text), tokenized as the target is."""
+        if isinstance(texts, str):
+            return self.translate([texts], beam, tokenized, first_line, prefix)[0]
+        return [t.tokenized if tokenized else t.text for t in self.translations(texts, beam, first_line, prefix)]
+
+    def translations(self, texts: Sequence[str], beam: int | None = None, first_line: int = 1,
+                     prefix: str | Sequence[str] | None = None) -> list[Translation]:
+        """The best `Translation` of each text, in input order (an empty one for an empty text)."""
+        return [hyps[0] if hyps else Translation("", "", float("nan"), [])
+                for hyps in self.nbest(texts, 1, beam, first_line, prefix)]
+
+    def nbest(self, texts: str | Sequence[str], n: int = 1, beam: int | None = None,
+              first_line: int = 1, prefix: str | Sequence[str] | None = None) -> list[list[Translation]]:
+        """Up to `n` translations of each text, best first ([] for an empty text); beam search
+        with a beam of at least `n`. `first_line` numbers texts[0] in the warnings."""
+        texts = [texts] if isinstance(texts, str) else texts
+        sources, numbers = protected_sources(self.tokenizer, texts)
+        prefixes = prefix_ids(self.tokenizer, self.tgt_vocab, prefix, len(texts))
+        searched = self._search(self.tokenizer.source_tokens(sources), beam, n, first_line, numbers, prefixes)
+        return [[translation(self.tokenizer, self.tgt_vocab.decode(h.tokens), h, found) for h in hyps]
+                for hyps, found in zip(searched, numbers)]
+
+    def score(self, texts: str | Sequence[str], outputs: str | Sequence[str]) -> list[Translation]:
+        """The model's scores of given translations `outputs` of `texts` (forced decoding; the scale
+        search scores on): a Translation of each output, with its tokens' and words' scores."""
+        single = isinstance(texts, str)
+        return score_given(self, [texts] if single else texts, [outputs] if single else outputs)  # type: ignore
+
+    def translate_stream(self, lines: Iterable[str], beam: int | None = None, chunk_size: int | None = None,
+                         tokenized: bool = False) -> Iterator[str]:
+        """Translate an arbitrarily long stream in chunks, in order, holding one chunk at a time."""
+        chunk_size = chunk_size or 16 * self.cfg.batch_size
+        chunk: list[str] = []
+        first_line = 1  # of the current chunk, so warnings name the line in the whole input
+        for line in lines:
+            chunk.append(line)
+            if len(chunk) == chunk_size:
+                yield from self.translate(chunk, beam, tokenized, first_line)
+                first_line += len(chunk)
+                chunk = []
+        if chunk:
+            yield from self.translate(chunk, beam, tokenized, first_line)
+
+    def attention(self, text: str, output: Sequence[str] | None = None, beam: int | None = None) -> Attention:
+        """The attention weights behind the translation of `text` (its search: `beam`, default
+        decode.beam_size), or behind a given `output` (the tokens of any Translation of it)."""
+        if output is None:
+            output = self.translations([text], beam)[0].tokens
+        (source,), (numbers,) = protected_sources(self.tokenizer, [text])
+        ids = source_ids(self.tokenizer.source_tokens([source])[0], self.src_vocab, self.cfg.max_input_len)
+        out = self.tgt_vocab.encode(list(output))
+        with torch_threads(self.model):
+            weights = forced(self.model, torch.tensor([ids], device=self.device), torch.tensor([len(ids)]),
+                             self.tgt_vocab.bos_id, self.tgt_vocab.eos_id, [out], scored=False)[0][1]
+        return shown(self.tokenizer, [self.src_vocab.itos[i] for i in ids],
+                     [self.tgt_vocab.itos[i] for i in out] + [EOS], weights, numbers)
+
+    def _search(self, sources: Sequence[list[str]], beam: int | None, nbest: int, first_line: int,
+                numbers: Sequence[list[Number]], prefixes: list[list[int]] | None) -> list[list[Hypothesis]]:
+        """Token lists in; up to `nbest` scored hypotheses each, in input order ([] for an empty one).
+        Batches are of sources sorted by length, which keeps padding low."""
+        beam = max(beam or self.cfg.beam_size, nbest)
+        results: list[list[Hypothesis]] = [[] for _ in sources]
+        order = sorted((i for i, s in enumerate(sources) if s), key=lambda i: len(sources[i]))
+        batches = [order[start: start + self.cfg.batch_size] for start in range(0, len(order), self.cfg.batch_size)]
+        decoded = map_batches(self.model, lambda indices: self._decode(
+            sources, indices, beam, nbest, first_line, rule(self.tokenizer, [numbers[i] for i in indices]),
+            None if prefixes is None else [prefixes[i] for i in indices]), batches)
+        for i, hyps in zip(itertools.chain(*batches), itertools.chain(*decoded)):
+            results[i] = hyps
+        return results
+
+    def _decode(self, sources: Sequence[list[str]], indices: list[int], beam: int, nbest: int,
+                first_line: int, spans: SpanRule | None, prefixes: list[list[int]] | None) -> list[list[Hypothesis]]:
+        ids = [source_ids(sources[i], self.src_vocab, self.cfg.max_input_len, first_line + i) for i in indices]
+        src = pad(ids, self.src_vocab.pad_id).to(self.device)
+        src_lens = torch.tensor([len(x) for x in ids], device=self.device)
+        caps, bos, eos = output_caps(src_lens, self.cfg), self.tgt_vocab.bos_id, self.tgt_vocab.eos_id
+        if prefixes is not None:  # room for the prefix and as much after it as any output gets
+            caps = torch.maximum(caps, torch.tensor([len(p) for p in prefixes], device=caps.device)
+                                 + self.cfg.max_output_extra)
+        if beam == 1:
+            scores: list[list[float]] = []
+            outputs, _ = greedy(self.model, src, src_lens, bos, eos, caps, banned_id=self.banned_id, scores=scores,
+                                spans=spans, prefixes=prefixes)
+            return [[hypothesis(o, sum(s), self.cfg.length_penalty, s)] for o, s in zip(outputs, scores)]
+        return beam_search(self.model, src, src_lens, bos, eos, caps, beam, self.cfg.length_penalty, nbest,
+                           self.banned_id, spans, prefixes)

@@ -1,0 +1,49 @@
+"""The loss of a batch, with its precision, and the loss over a whole split.
+
+Training and evaluation both stand on this module; it imports neither of them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import torch
+import torch.nn.functional as F
+
+from nmt import hardware
+from nmt.data.batches import Batch, Example, iterate_batches
+from nmt.model import Seq2Seq
+from nmt.model.copy import CopyScores
+
+
+def autocast(device: torch.device, precision: str) -> torch.autocast:
+    """bf16 autocast runs the matrix products in bfloat16 (several times the fp32 rate on CPUs
+    with avx512_bf16 and on GPUs) while weights, optimizer state and the loss stay fp32.
+    `precision` is the one a run decided (`train.resolve_runtime`); 'auto' is looked up here."""
+    bf16 = precision == "bf16" or (precision == "auto" and hardware.fast_bf16(device))
+    return torch.autocast(device.type, dtype=torch.bfloat16, enabled=bf16)
+
+
+def batch_loss(model: Seq2Seq, batch: Batch, pad_id: int, precision: str = "fp32",
+               label_smoothing: float = 0.0) -> torch.Tensor:
+    """Summed cross-entropy over the batch's non-pad target tokens (divide by num_tokens for the mean)."""
+    positions = batch.positions  # flat indices of the non-pad targets: logits for these only
+    if positions is None:  # a batch made by hand, not by collate()
+        positions = (batch.tgt_out.flatten() != pad_id).nonzero().squeeze(1)
+    with autocast(batch.src.device, precision):
+        logits = model(batch.src, batch.src_lens, batch.tgt_in, positions)  # (num_tokens, vocab)
+    targets = batch.tgt_out.flatten()[positions]
+    if isinstance(logits, CopyScores):
+        return logits.cross_entropy(targets, label_smoothing)
+    return F.cross_entropy(logits.float(), targets, reduction="sum", label_smoothing=label_smoothing)
+
+
+@torch.inference_mode()
+def validation_loss(model: Seq2Seq, examples: Sequence[Example], batch_size: int, pad_id: int, bos_id: int,
+                    device: torch.device, precision: str = "fp32") -> float:
+    """Mean cross-entropy per target token over `examples` (no label smoothing, no dropout)."""
+    total, tokens = torch.zeros((), dtype=torch.float64, device=device), 0  # as exact as summing floats
+    for batch in iterate_batches(examples, batch_size, pad_id, bos_id):
+        total += batch_loss(model, batch.to(device), pad_id, precision).double()
+        tokens += batch.num_tokens
+    return total.item() / max(tokens, 1)

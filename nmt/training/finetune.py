@@ -1,0 +1,96 @@
+"""Starting a run from another run's weights (`nmt train --init-from RUN`): continued training on
+new data, the way a general model is adapted to a domain.
+
+The child keeps what its weights mean, the parent's model and tokenizer and vocabularies (a new
+corpus is encoded with them, never with newly learned ones), and starts fresh what training
+is: optimizer, schedule, progress, budget, best score. The parent is named in the child's
+config (train.init_from and its sha256), so every checkpoint of the child names it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from nmt.config import Config, apply_overrides, config_from_dict, read_raw_config
+from nmt.data.prepare import file_sha256
+from nmt.data.tokenizer import Tokenizer, load_tokenizer
+from nmt.data.vocab import Vocab
+from nmt.errors import CheckpointError, ConfigError, NmtError
+from nmt.model.checkpoint import read_checkpoint, resolve_checkpoint
+
+# The data keys whose change would call for other vocabularies than the parent's.
+VOCABULARY_KEYS = ("src_lang", "tgt_lang", "reverse", "tokenizer", "vocab_size", "subword_type", "joint_vocab",
+                   "split_digits", "subword_sample", "min_freq", "protect")
+
+
+@dataclass(frozen=True)
+class Parent:
+    path: Path
+    sha256: str
+    state: dict[str, Any]
+    cfg: Config
+
+    def vocabularies(self) -> tuple[Tokenizer, Vocab, Vocab]:
+        src_vocab, tgt_vocab = Vocab(self.state["src_vocab"]), Vocab(self.state["tgt_vocab"])
+        return load_tokenizer(self.cfg.data, self.path.parent, src_vocab, tgt_vocab), src_vocab, tgt_vocab
+
+
+def load_parent(init_from: str) -> Parent:
+    """The checkpoint `--init-from` names (a run directory: its best.pt), read and checked."""
+    path = Path(init_from)
+    if not path.exists():
+        raise CheckpointError(f"--init-from {init_from}: no such run directory or checkpoint file")
+    path = resolve_checkpoint(path)
+    sha256 = file_sha256(path)  # before reading: a checkpoint rewritten meanwhile reads as another
+    state = read_checkpoint(path)
+    try:
+        cfg = config_from_dict(state["config"])
+    except ConfigError as e:
+        raise CheckpointError(f"{path}: its config is invalid ({e})") from None
+    return Parent(path, sha256, state, cfg)
+
+
+def child_config(parent: Parent, config_path: Path | None, overrides: list[str]) -> Config:
+    """The child's config: the parent's model and vocabulary-shaping data keys; the other data
+    keys, train.* and decode.* from `config_path` (default: the parent's), then `overrides`. What
+    the file leaves out of model.* and data.* is the parent's, so one fine-tuning config serves
+    any parent. A config or override that would change the model or the vocabularies is an
+    error naming the key."""
+    parent_raw = parent.cfg.to_dict()
+    if config_path is None:
+        raw = {**parent_raw, "train": {**parent_raw["train"], "precision": "auto"}}  # measured anew on this machine
+    else:
+        raw = read_raw_config(config_path)
+        for section in ("model", "data"):
+            written = raw.get(section) or {}
+            if not isinstance(written, dict):
+                raise ConfigError(f"{config_path}: {section} must be a mapping of keys to values")
+            raw[section] = {**parent_raw[section], **written}
+        try:
+            given = config_from_dict(raw).to_dict()
+        except ConfigError as e:
+            raise ConfigError(f"{config_path}: {e}") from None
+        _refuse_changes(parent_raw, given, str(config_path))
+        raw = {**given, "model": parent_raw["model"]}
+    try:
+        changed = config_from_dict(apply_overrides(raw, overrides)).to_dict()
+    except ConfigError as e:
+        raise ConfigError(f"--init-from: {e}") from None
+    _refuse_changes(parent_raw, changed, "--set")
+    changed["train"].update(init_from=str(parent.path), init_from_sha256=parent.sha256)
+    return config_from_dict(changed)
+
+
+def _refuse_changes(parent: dict[str, Any], child: dict[str, Any], where: str) -> None:
+    for key, value in child["model"].items():
+        if value != parent["model"].get(key):
+            raise NmtError(f"--init-from keeps the parent's model, but {where} sets model.{key}={value!r} (the "
+                           f"parent has {parent['model'].get(key)!r}); drop it, or train a new model without "
+                           f"--init-from")
+    for key in VOCABULARY_KEYS:
+        if child["data"].get(key) != parent["data"].get(key):
+            raise NmtError(f"--init-from keeps the parent's tokenizer and vocabularies, but {where} sets "
+                           f"data.{key}={child['data'].get(key)!r} (the parent has {parent['data'].get(key)!r}), "
+                           f"which would need new ones; drop it")

@@ -1,0 +1,343 @@
+"""Training: teacher forcing, masked cross-entropy, Adam, clipping, validation, checkpoints.
+
+`train(cfg, out_dir)` reads top to bottom: the runtime, the data and vocabularies, the model and
+optimizer, then one loop over epochs and batches in which logging, validation, saving and
+stopping happen where they are written. `Progress` is everything a resumed run continues from.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import json
+import logging
+import math
+import random
+import signal
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import torch
+from tqdm import tqdm
+
+from nmt import hardware
+from nmt.config import Config
+from nmt.errors import NmtError
+from nmt.evaluation.validation import search_name, validate
+from nmt.evaluation.visualize import plot_curves
+from nmt.inference.translator import Translator
+from nmt.model import Seq2Seq, build_model
+from nmt.model.checkpoint import BEST, checkpoint_state, publish, save_rotating, truncate_metrics
+from nmt.model.moving_average import ExponentialAverage, load_averaged
+from nmt.progress_bar import on_terminal
+from nmt.training import distributed
+from nmt.training.board import Board
+from nmt.training.finetune import Parent
+from nmt.training.measured_precision import settle_precision
+from nmt.training.progress import LossWindow, Progress
+from nmt.training.run_data import TrainingData, load_data
+from nmt.training.schedule import LRSchedule
+from nmt.training.step import train_step
+from nmt.training.stopping import Budget, StopSignals, TrainingInterrupted
+
+logger = logging.getLogger(__name__)
+
+
+# Setup: runtime, data, vocabularies, model and optimizer ----------------------------------
+
+def resolve_runtime(cfg: Config, world: distributed.World = distributed.SINGLE) -> tuple[torch.device, Config]:
+    """This process's device and the config with its precision decided ('auto' becomes bf16 where it
+    is native, fp32 elsewhere; an explicit bf16 where it is not native is an error, here)."""
+    device = hardware.resolve_device(cfg.train.device, world.local_rank)
+    precision = hardware.resolve_precision(cfg.train.precision, device)
+    return device, dataclasses.replace(cfg, train=dataclasses.replace(cfg.train, precision=precision))
+
+
+def build_training_model(cfg: Config, data: TrainingData, device: torch.device, world: distributed.World
+                         ) -> tuple[Seq2Seq, torch.nn.Module, torch.optim.Optimizer]:
+    """The model, the module that trains (under torchrun DDP, which all-reduces gradients during
+    backward; validation, decoding and checkpoints use the plain model), and Adam."""
+    model = build_model(cfg.model, data.src_vocab, data.tgt_vocab).to(device)
+    trained: torch.nn.Module = model
+    if world.distributed:
+        trained = torch.nn.parallel.DistributedDataParallel(
+            model, device_ids=[device.index] if device.type == "cuda" else None)
+    # The fused kernel updates all parameters in one pass instead of a dozen ops per tensor.
+    optimizer = torch.optim.Adam(model.parameters(), lr=cfg.train.lr, fused=device.type in ("cpu", "cuda"))
+    return model, trained, optimizer
+
+
+def seed_everything(seed: int) -> None:
+    random.seed(seed)
+    torch.manual_seed(seed)
+
+
+@dataclass
+class Run:
+    """What the loop and its helpers share."""
+    cfg: Config
+    out_dir: Path
+    world: distributed.World
+    device: torch.device
+    data: TrainingData
+    model: Seq2Seq
+    trained: torch.nn.Module  # the model, or its DDP wrapper under torchrun
+    optimizer: torch.optim.Optimizer
+    schedule: LRSchedule
+    translator: Translator  # decodes with the model being trained, for validation
+    progress: Progress
+    budget: Budget
+    batches_per_epoch: int  # the first epoch's, drawn once in setup: the schedule counts epochs with it
+    board: Board  # TensorBoard's curves (train.tensorboard), or a no-op
+    ema: ExponentialAverage | None = None  # with train.ema_decay: the weights validation and best.pt use
+    clock: float = 0.0  # seconds trained; under DDP the ranks' mean, so their learning rates agree
+
+
+def setup(cfg: Config, out_dir: Path, data_path: str | None = None, resume: dict | None = None,
+          world: distributed.World = distributed.SINGLE, quiet: bool = False, parent: Parent | None = None) -> Run:
+    """Everything the loop needs, in order: seeds, runtime, data, model and optimizer, and with
+    `resume` the checkpoint's weights, optimizer, position and RNG states; with `parent` its
+    weights (averaged, where it kept an average) and vocabularies, and nothing else."""
+    seed_everything(cfg.train.seed)
+    board = Board(out_dir if cfg.train.tensorboard and world.is_main else None,
+                  resume["progress"]["step"] if resume else 0)  # before the data: a missing package fails at once
+    hardware.configure(cfg.train.threads)
+    requested = cfg.train.precision
+    device, cfg = resolve_runtime(cfg, world)
+    data = load_data(cfg, data_path, out_dir, resume, world, quiet, parent.vocabularies() if parent else None)
+    first_epoch = epoch_batches(data, cfg, 1, world)
+    cfg, precision = settle_precision(cfg, requested, device, data, first_epoch, world)
+    logger.info("device %s, %s, %d threads", device, precision, torch.get_num_threads())
+    model, trained, optimizer = build_training_model(cfg, data, device, world)
+    size, unit = ((cfg.train.batch_tokens, "padded target tokens") if cfg.train.batch_tokens
+                  else (cfg.train.batch_size, "sentences"))
+    processes = (f" | {world.size} process{'es' if world.size > 1 else ''}, global batch {world.size * size:,}"
+                 if world.distributed else "")
+    logger.info("model: %s parameters on %s | batches of %s %s%s, %d an epoch",
+                f"{sum(p.numel() for p in model.parameters()):,}", device, f"{size:,}", unit, processes,
+                len(first_epoch))
+    schedule, progress = LRSchedule(cfg.train), Progress()
+    elapsed = 0.0
+    if parent is not None:
+        model.load_state_dict(parent.state["model"])
+        if parent.state.get("ema"):
+            load_averaged(model, parent.state["ema"])
+        logger.info("initialised from %s (sha256 %s): its %sweights, tokenizer and vocabularies; optimizer, "
+                    "schedule, progress and budget start fresh", parent.path, parent.sha256[:12],
+                    "averaged " if parent.state.get("ema") else "")
+    if resume is not None:
+        elapsed = restore(resume, model, optimizer, schedule, progress, world, out_dir)
+    ema = ExponentialAverage(model, cfg.train.ema_decay) if cfg.train.ema_decay else None
+    if ema is not None and resume is not None and resume.get("ema"):
+        ema.load_state_dict(model, resume["ema"])
+    translator = Translator(model, data.src_vocab, data.tgt_vocab, cfg.decode, device, data.tokenizer)
+    return Run(cfg, out_dir, world, device, data, model, trained, optimizer, schedule, translator, progress,
+               Budget(cfg.train.max_steps, cfg.train.max_minutes, elapsed), len(first_epoch), board, ema,
+               clock=elapsed)
+
+
+# The loop ------------------------------------------------------------------------------------
+
+def train(cfg: Config, out_dir: Path, data_path: str | None = None, quiet: bool = False,
+          resume: dict | None = None, world: distributed.World = distributed.SINGLE, parent: Parent | None = None
+          ) -> dict:
+    """Train `cfg` into `out_dir` (or continue the checkpoint `resume`, or start from `parent`'s
+    weights) until the epochs, the budget, early stopping or a signal end it; returns the best
+    validation record. Under torchrun, pass this process's `world` (`distributed.init`)."""
+    run = setup(cfg, out_dir, data_path, resume, world, quiet, parent)
+    cfg, progress, train_cfg = run.cfg, run.progress, run.cfg.train
+    if spent := run.budget.exhausted(progress.step):
+        logger.warning("nothing to train: %s; raise it (--set train.max_steps=N or --max-minutes M) "
+                       "to continue", spent)
+        return finish(run)
+    total_steps = train_cfg.epochs * run.batches_per_epoch
+    window = LossWindow()  # spans epochs: only log lines reset it
+    quiet = quiet or not world.is_main  # one progress bar, from rank 0
+    plain = not on_terminal()  # a log file gets the step lines alone, no carriage-return redraws
+    run.model.train()
+    with StopSignals() as signals:
+        while progress.epoch <= train_cfg.epochs:
+            batches = epoch_batches(run.data, cfg, progress.epoch, world)  # a resumed run skips ahead in it
+            epoch_start, first_step = time.monotonic(), progress.step
+            with tqdm(total=len(batches), initial=progress.batch_in_epoch, desc=f"epoch {progress.epoch}/"
+                      f"{train_cfg.epochs}", disable=quiet or plain, unit="batch", dynamic_ncols=True,
+                      leave=False) as bar:
+                for indices in batches[progress.batch_in_epoch:]:
+                    loss, tokens = train_batch(run, indices, total_steps)
+                    window.add(loss, tokens)  # all ranks' tokens: the log shows the job's throughput
+                    bar.update()
+                    if progress.step % train_cfg.log_every == 0:
+                        run.progress.check_losses(run.device, run.out_dir)
+                        lr, used = run.optimizer.param_groups[0]["lr"], run.budget.progress(progress.step, total_steps)
+                        window, figures = window.log(bar, progress.step, progress.epoch, lr, run.budget.elapsed(), used)
+                        run.board.scalars(progress.step, figures)
+                    stop_reason, signalled = agree_to_stop(run, signals)  # every rank stops at the same step
+                    if signalled is not None:
+                        where = save(run) or f"in {run.out_dir}"
+                        raise TrainingInterrupted(f"interrupted at step {progress.step}; saved {where}. Resume "
+                                                  f"with: nmt train --resume {run.out_dir}", signalled)
+                    if stop_reason:
+                        logger.info("%s: stopping after step %d", stop_reason, progress.step)
+                        validate_and_save(run, "budget")
+                        return finish(run)
+                    if train_cfg.eval_every and progress.step % train_cfg.eval_every == 0:
+                        validate_and_save(run, "eval_every")
+                        if patience_exhausted(run):
+                            return finish(run)
+                    elif train_cfg.save_every and progress.step % train_cfg.save_every == 0:
+                        save(run)
+            if run.device.type == "cuda":  # the epoch's time includes the work it queued
+                torch.cuda.synchronize(run.device)
+            logger.info("epoch %d: %d steps in %.1f s of training", progress.epoch, progress.step - first_step,
+                        time.monotonic() - epoch_start)
+            progress.next_epoch()
+            validate_and_save(run, "epoch end", epoch=progress.epoch - 1)
+            if patience_exhausted(run):
+                break
+    return finish(run)
+
+
+def epoch_batches(data: TrainingData, cfg: Config, epoch: int, world: distributed.World) -> list[np.ndarray]:
+    """This rank's batches of `epoch`: drawn from (train.seed, epoch) alone, so a resumed run and
+    every process of a torchrun job rebuild the same without keeping a random state."""
+    rng = np.random.default_rng([cfg.train.seed, epoch])
+    return distributed.epoch_shard(data.train.src_lens, data.train.tgt_lens, cfg.train.batch_size, rng, world,
+                                   cfg.train.batch_tokens)
+
+
+def train_batch(run: Run, indices: np.ndarray, total_steps: int) -> tuple[torch.Tensor | float, int]:
+    """One update on the training examples at `indices`, at the learning rate the schedule gives now."""
+    vocab, progress = run.data.tgt_vocab, run.progress
+    batch = run.data.batch(indices, f"{run.cfg.train.seed}/{progress.epoch}/{progress.batch_in_epoch}/{run.world.rank}")
+    used = run.budget.progress(progress.step, total_steps, run.clock if run.world.distributed else None)
+    for group in run.optimizer.param_groups:
+        group["lr"] = run.schedule.lr(progress.step, used)
+    loss, tokens = train_step(run.trained, batch.to(run.device), run.optimizer, run.cfg, vocab.pad_id, run.world)
+    progress.advance(loss, tokens)
+    if run.ema is not None:
+        run.ema.update(run.model, progress.step)
+    return loss, tokens
+
+
+def agree_to_stop(run: Run, signals: StopSignals) -> tuple[str | None, int | None]:
+    """Why to stop after this step (the budget), if at all, and the signal to stop for. Under
+    torchrun the ranks agree on both, and on the clock, or one would wait for the others forever.
+    The signal is the one the ranks agreed on, never this rank's flag read again afterwards: a
+    SIGTERM that lands between the all-reduce and such a read would send this rank into the
+    checkpoint's all-gather while the others train on into the next step's gradient all-reduce,
+    and both would wait there until torchrun killed them (1 run in 25 of the SIGTERM test)."""
+    stop_reason = run.budget.exhausted(run.progress.step)
+    if not run.world.distributed:
+        return stop_reason, signals.received
+    signalled, out_of_budget, clocks = distributed.all_sum(
+        [float(signals.received is not None), float(stop_reason is not None), run.budget.elapsed()],
+        run.world, run.device)
+    run.clock = clocks / run.world.size
+    if signalled:
+        signals.from_peer(signal.SIGTERM)
+    return stop_reason or ("another process reached the budget" if out_of_budget else None), (
+        signals.received if signalled else None)
+
+
+# Validation and checkpoints -----------------------------------------------------------------
+
+def validate_and_save(run: Run, reason: str, epoch: int | None = None) -> None:
+    """Validation loss and BLEU (rank 0 validates, the others wait for its result), a line in
+    metrics.jsonl, the schedule's and early stopping's bookkeeping, a checkpoint, and best.pt if
+    it improved. `epoch`: the epoch the record belongs to (at an epoch end the position has moved on)."""
+    run.progress.check_losses(run.device, run.out_dir)
+    progress = run.progress
+    if not run.data.valid:
+        logger.warning("the valid split is empty; saving without validation")
+        path = save(run)
+        if path is not None:
+            publish(path, run.out_dir / BEST)
+        return
+    result = None
+    if run.world.is_main:
+        with run.ema.applied(run.model) if run.ema is not None else contextlib.nullcontext():
+            result = validate(run.translator, run.data.valid, run.data.references, run.cfg.train.val_beam_size)
+    result = distributed.from_main(result, run.world)
+    record = {"step": progress.step, "epoch": progress.epoch if epoch is None else epoch,
+              "train_loss": round(progress.take_train_loss(), 4), "val_loss": round(result.loss, 4),
+              "val_ppl": round(math.exp(min(result.loss, 50)), 2), "val_bleu": round(result.legacy.bleu, 2),
+              "val_chrf": round(result.legacy.chrf, 2), "val_sacrebleu": round(result.standard.bleu, 2),
+              "elapsed_s": round(run.budget.elapsed(), 1), "lr": run.optimizer.param_groups[0]["lr"],
+              "peak_rss_mb": round(hardware.peak_rss_mb()), "at": reason, "val_search": search_name(
+                  run.cfg.train.val_beam_size)}
+    if run.world.is_main:
+        with open(run.out_dir / "metrics.jsonl", "a", encoding="utf-8") as f:
+            f.write(json.dumps(record) + "\n")
+    run.board.scalars(record["step"], {"valid/loss": result.loss, "valid/bleu": result.legacy.bleu,
+                                       "valid/chrf": result.legacy.chrf, "valid/sacrebleu": result.standard.bleu})
+    improved = progress.record(record)
+    run.schedule.on_validation(improved)
+    path = save(run)
+    if improved and path is not None:
+        publish(path, run.out_dir / BEST)
+    logger.info("validation at step %d (epoch %d, %s): loss %.3f | ppl %.1f | BLEU %.2f | chrF %.2f (lowercased, "
+                "tokenized) | sacreBLEU %.2f%s", record["step"], record["epoch"], record["val_search"], result.loss,
+                record["val_ppl"], result.legacy.bleu, result.legacy.chrf, result.standard.bleu,
+                " | new best" if improved else "")
+
+
+def patience_exhausted(run: Run) -> bool:
+    patience = run.cfg.train.patience
+    if patience and run.progress.stale >= patience:
+        logger.info("early stopping: no better validation BLEU in %d validations (train.patience)", patience)
+        return True
+    return False
+
+
+def save(run: Run) -> Path | None:
+    """A checkpoint from rank 0 (all ranks must call it: it gathers their RNG states)."""
+    run.progress.check_losses(run.device, run.out_dir)
+    progress = {**run.progress.state_dict(), "elapsed_s": run.budget.elapsed(),
+                "lr_schedule": run.schedule.state_dict()}
+    progress["rng"].update(torch=torch.get_rng_state(), torch_ranks=distributed.gather(torch.get_rng_state(), run.world))
+    if not run.world.is_main:
+        return None
+    data = run.data
+    state = checkpoint_state(run.model, run.optimizer, run.cfg, data.src_vocab, data.tgt_vocab, progress)
+    state["corpus"] = data.corpus  # what --resume must continue on
+    if run.ema is not None:
+        state["ema"] = run.ema.state_dict(run.model)
+    return save_rotating(run.out_dir, state, run.progress.step, run.cfg.train.keep_last)
+
+
+def restore(state: dict, model: Seq2Seq, optimizer: torch.optim.Optimizer, schedule: LRSchedule,
+            progress: Progress, world: distributed.World, out_dir: Path) -> float:
+    """Continue from a checkpoint: weights, optimizer, position, RNG states; returns the time spent."""
+    model.load_state_dict(state["model"])
+    optimizer.load_state_dict(state["optimizer"])
+    saved = state["progress"]
+    progress.load_state_dict(saved)
+    schedule.load_state_dict(saved.get("lr_schedule", {"scale": 1.0, "stale": 0}))
+    rank_states = saved["rng"].get("torch_ranks", [])
+    if len(rank_states) == world.size:
+        torch.set_rng_state(rank_states[world.rank])
+    else:  # a different number of processes: the run continues, not bit for bit
+        torch.set_rng_state(saved["rng"]["torch"])
+        if rank_states:
+            logger.warning("resuming %d-process training with %d processes: the batch order and dropout draws "
+                           "differ from an uninterrupted run", len(rank_states), world.size)
+    if world.is_main:
+        truncate_metrics(out_dir / "metrics.jsonl", progress.step)
+    logger.info("resuming at step %d (epoch %d, batch %d)", progress.step, progress.epoch, progress.batch_in_epoch)
+    return saved["elapsed_s"]
+
+
+def finish(run: Run) -> dict:
+    best = run.progress.best
+    run.board.close()
+    if not run.world.is_main:
+        return best
+    try:
+        logger.info("training curves: %s", plot_curves(run.out_dir))
+    except NmtError as e:  # matplotlib is optional; no validation yet means nothing to draw
+        logger.info("no training curves: %s", e)
+    logger.info("done: best validation BLEU %.2f at step %d; checkpoints in %s", best.get("val_bleu", float("nan")),
+                best.get("step", 0), run.out_dir)
+    return best

@@ -1,0 +1,135 @@
+"""The data a training run needs: the prepared corpus, its tokenizer and vocabularies (or a resumed
+run's own), the training pairs on disk and their batches, and the validation pairs in memory."""
+
+from __future__ import annotations
+
+import logging
+import math
+import random
+import shutil
+import zlib
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import yaml
+
+from nmt.config import Config, DataConfig
+from nmt.data.batches import Batch, Example, TrainingSet, collate, encode_pairs, fits
+from nmt.data.copy_augment import replace_shared, shared_copyable
+from nmt.data.corpus import resolve_corpus
+from nmt.data.indexed import IndexedArray
+from nmt.data.prepare import ensure_prepared
+from nmt.data.prepared_corpus import TRAINING_WORDS, PreparedCorpus
+from nmt.data.tokenizer import SubwordTokenizer, Tokenizer, load_tokenizer
+from nmt.data.vocab import Vocab
+from nmt.errors import NmtError
+from nmt.evaluation.metrics import References, group_references
+from nmt.training import distributed
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass
+class TrainingData:
+    tokenizer: Tokenizer
+    src_vocab: Vocab
+    tgt_vocab: Vocab
+    train: TrainingSet  # within data.max_len, in the tokenizer's best segmentation, on disk
+    valid: list[Example]  # every valid pair: the validation loss
+    references: References  # a fixed subset of the valid sources: the validation BLEU
+    texts: tuple[IndexedArray, IndexedArray] | None  # the training split's raw text, where re-segmenting needs it
+    cfg: DataConfig
+    corpus: dict | None = None  # the corpus's fingerprint (nmt.data.prepare.fingerprint), kept in checkpoints
+
+    def batch(self, rows: np.ndarray, draw: str) -> Batch:
+        """The examples at `rows` of the training set as a batch. With data.copy_augment and
+        data.subword_sampling, re-segmented here from the raw text: names and numbers replaced
+        and pieces sampled with a random state drawn from `draw` (seed, epoch, batch, rank), so a
+        resumed run and every process of a torchrun job see the same. A pair that grows past
+        data.max_len keeps its best segmentation."""
+        examples = self.train.examples(rows)
+        if self.texts is not None:  # kept only where a subword model re-segments (see load_data)
+            examples = self._resegmented(examples, self.train.kept[rows].tolist(), draw)
+        return collate(examples, self.tgt_vocab.pad_id, self.tgt_vocab.bos_id)
+
+    def _resegmented(self, examples: list[Example], stored: list[int], draw: str) -> list[Example]:
+        alpha, share = self.cfg.subword_sampling, self.cfg.copy_augment
+        rng = random.Random(draw)
+        texts = [(self.texts[0].text(i), self.texts[1].text(i)) for i in stored]
+        changed = {}
+        if share:
+            for row, pair in enumerate(texts):
+                if (shared := shared_copyable(*pair)) and rng.random() < share:
+                    changed[row] = replace_shared(pair, shared, rng)
+        rows = range(len(texts)) if alpha else list(changed)
+        src = [changed.get(r, texts[r])[0] for r in rows]
+        tgt = [changed.get(r, texts[r])[1] for r in rows]
+        tokenizer = self.tokenizer
+        assert isinstance(tokenizer, SubwordTokenizer)
+        if tokenizer.protector:  # after augmenting: its random numbers become placeholders too
+            src, tgt = tokenizer.protector.protect_pairs(src, tgt)
+        if alpha:
+            src_ids, tgt_ids = tokenizer.sampled_ids(src, tgt, alpha, zlib.crc32(draw.encode()))
+        else:
+            src_ids, tgt_ids = tokenizer.source_ids(src), tokenizer.target_ids(tgt)
+        eos, out = self.src_vocab.eos_id, list(examples)
+        for row, s, t in zip(rows, src_ids, tgt_ids):
+            example = Example(s + [eos], t + [eos])
+            if fits(example, self.cfg.max_len):
+                out[row] = example
+        return out
+
+
+def load_data(cfg: Config, data_path: str | None, out_dir: Path, resume: dict | None,
+              world: distributed.World, quiet: bool = False,
+              inherited: tuple[Tokenizer, Vocab, Vocab] | None = None) -> TrainingData:
+    """The prepared corpus (prepared now if missing or stale: one process a machine prepares, the
+    others wait for it), the vocabularies (learned, the checkpoint's when resuming, or the
+    `inherited` ones of an --init-from parent; saved in `out_dir`) and the splits: training ids
+    mapped from disk, validation in memory."""
+    corpus = resolve_corpus(data_path, cfg.data)
+    fixed = inherited
+    if resume is not None:
+        src_vocab, tgt_vocab = Vocab(resume["src_vocab"]), Vocab(resume["tgt_vocab"])
+        fixed = (load_tokenizer(cfg.data, out_dir, src_vocab, tgt_vocab), src_vocab, tgt_vocab)
+    # Local rank 0 prepares (or checks) while the others wait; then they find it done, under its lock.
+    folder = ensure_prepared(corpus, cfg.data, fixed, quiet=quiet) if world.local_rank == 0 else None
+    distributed.barrier(world)
+    folder = folder or ensure_prepared(corpus, cfg.data, fixed, quiet=True)
+    prepared = PreparedCorpus(folder, cfg.data)
+    tokenizer, src_vocab, tgt_vocab = fixed or prepared.vocabularies()
+    counts = prepared.counts
+    corpus_print = prepared.manifest["corpus"]  # checked against the corpus as the folder was accepted
+    logger.info("corpus %s (%s -> %s): train %s | valid %s | test %s pairs", corpus, cfg.data.source_lang,
+                cfg.data.target_lang, f"{counts['train']:,}", f"{counts['valid']:,}", f"{counts['test']:,}")
+    if resume is None and world.is_main:
+        tokenizer.save(out_dir)
+        src_vocab.save(out_dir / "src_vocab.txt")
+        tgt_vocab.save(out_dir / "tgt_vocab.txt")
+        # The rare-word subset of `nmt eval` on any test set is cut by the run's own training words.
+        shutil.copyfile(folder / TRAINING_WORDS, out_dir / TRAINING_WORDS)
+        (out_dir / "config.yaml").write_text(yaml.safe_dump(cfg.to_dict(), sort_keys=False), encoding="utf-8")
+    train = TrainingSet.from_stores(prepared.ids("train", "src"), prepared.ids("train", "tgt"), cfg.data.max_len,
+                                    src_vocab.eos_id)
+    if not len(train):
+        raise NmtError(f"no training pair fits data.max_len={cfg.data.max_len}; raise it")
+    logger.info("vocab (%s): %d source, %d target types | %s training pairs within data.max_len=%d",
+                cfg.data.tokenizer, len(src_vocab), len(tgt_vocab), f"{len(train):,}", cfg.data.max_len)
+    if cfg.data.valid:
+        logger.info("validating on data.valid %s: %s pairs (overlap with training: %s pair(s)%s)", cfg.data.valid,
+                    f"{counts['valid']:,}", f"{counts.get('overlap', 0):,}",
+                    ", dropped" if cfg.data.drop_overlap else ", kept")
+    valid_pairs = prepared.pairs("valid", cfg.train.val_max_pairs)
+    if len(valid_pairs) < counts["valid"]:
+        logger.info("validation: %s of the %s valid pairs (train.val_max_pairs=%d)", f"{len(valid_pairs):,}",
+                    f"{counts['valid']:,}", cfg.train.val_max_pairs)
+    references = group_references(valid_pairs)
+    # Every k-th source: the corpus is sorted by length, so the first n would be the shortest.
+    every = max(1, math.ceil(len(references.sources) / cfg.train.val_bleu_sentences))
+    resegments = cfg.data.tokenizer == "subword" and bool(cfg.data.subword_sampling or cfg.data.copy_augment)
+    texts = (prepared.texts("train", "src"), prepared.texts("train", "tgt")) if resegments else None
+    return TrainingData(tokenizer, src_vocab, tgt_vocab, train,
+                        encode_pairs(valid_pairs, src_vocab, tgt_vocab, tokenizer=tokenizer),
+                        references.subset([i % every == 0 for i in range(len(references.sources))]),
+                        texts, cfg.data, corpus_print)

@@ -1,0 +1,205 @@
+"""Prepared corpora: prepared once, trusted only while right (each way it can go wrong is found,
+said in one line and rebuilt), never half-built, prepared by one process at a time."""
+
+import json
+import logging
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+from conftest import TINY, toy_lines
+
+from nmt.config import DataConfig, config_from_dict
+from nmt.data import prepare
+from nmt.data.prepare import ensure_prepared, prepared_path
+from nmt.data.prepared_corpus import PreparedCorpus
+from nmt.data.vocab import Vocab
+from nmt.errors import DataError
+from nmt.training import distributed
+from nmt.training.loop import epoch_batches
+from nmt.training.run_data import load_data
+
+WORD = DataConfig(min_freq=1, max_len=10)
+
+
+@pytest.fixture
+def tsv(tmp_path) -> Path:
+    path = tmp_path / "toy.tsv"
+    path.write_text("\n".join(toy_lines()) + "\n", encoding="utf-8")
+    return path
+
+
+def _prepare(corpus, cfg, caplog) -> tuple[Path, str]:
+    caplog.clear()
+    with caplog.at_level(logging.INFO, logger="nmt.data.prepare"):
+        folder = ensure_prepared(corpus, cfg, quiet=True)
+    return folder, caplog.text
+
+
+def test_a_cache_hit_reads_what_was_prepared_and_encodes_nothing(tsv, caplog, monkeypatch):
+    folder, log = _prepare(tsv, WORD, caplog)
+    assert "no prepared data in" in log and "prepared " in log
+    manifest = json.loads((folder / "manifest.json").read_text())
+    assert manifest["counts"]["train"] + manifest["counts"]["valid"] + manifest["counts"]["test"] == len(toy_lines())
+    assert manifest["ids_dtype"] == "uint16" and manifest["data"]["min_freq"] == 1
+    monkeypatch.setattr(prepare, "encode_splits", lambda *a, **k: pytest.fail("a cache hit encoded again"))
+    again, log = _prepare(tsv, WORD, caplog)
+    assert again == folder and "prepared data: " in log and "preparing" not in log
+    corpus = PreparedCorpus(folder, WORD)
+    tokenizer, src_vocab, _ = corpus.vocabularies()
+    ids = corpus.ids("train", "src")
+    assert len(ids) == manifest["counts"]["train"]
+    assert src_vocab.decode(ids[0].tolist()) == tokenizer.source_tokens([corpus.texts("train", "src").text(0)])[0]
+
+
+def _edit_in_place(path: Path) -> None:
+    """Swap two words of one line: same size, other content."""
+    text = path.read_text(encoding="utf-8")
+    path.write_text(text.replace("I see a cat.", "I see a tac.", 1), encoding="utf-8")
+
+
+def _truncate(folder: Path) -> None:
+    path = folder / "train.src.bin"
+    path.write_bytes(path.read_bytes()[:-2])
+
+
+def _corrupt(folder: Path) -> None:
+    path = folder / "train.tgt.bin"
+    data = bytearray(path.read_bytes())
+    data[10] ^= 0xFF
+    path.write_bytes(bytes(data))
+
+
+def _older_format(folder: Path) -> None:
+    manifest = json.loads((folder / "manifest.json").read_text())
+    (folder / "manifest.json").write_text(json.dumps({**manifest, "format": prepare.FORMAT - 1}))
+
+
+@pytest.mark.parametrize("damage, said", [
+    (lambda folder, corpus: _edit_in_place(corpus), "the corpus changed since it was prepared (its content differs)"),
+    (lambda folder, corpus: corpus.write_text(corpus.read_text() + "Go.\tVa !\n"), "(its size differs)"),
+    (lambda folder, corpus: _truncate(folder), "train.src.bin is truncated"),
+    (lambda folder, corpus: _corrupt(folder), "train.tgt.bin is corrupt"),
+    (lambda folder, corpus: _older_format(folder), f"holds format {prepare.FORMAT - 1}; this nmt reads format"),
+    (lambda folder, corpus: (folder / "tgt_vocab.txt").unlink(), "tgt_vocab.txt is missing"),
+])
+def test_each_invalidation_is_said_in_one_line_and_rebuilt(tsv, caplog, damage, said):
+    folder, _ = _prepare(tsv, WORD, caplog)
+    time.sleep(0.01)  # a new mtime even on coarse clocks
+    damage(folder, tsv)
+    rebuilt, log = _prepare(tsv, WORD, caplog)
+    lines = [line for line in log.splitlines() if "preparing it" in line]
+    assert len(lines) == 1 and said in lines[0], log
+    assert rebuilt == folder
+    _, log = _prepare(tsv, WORD, caplog)
+    assert "preparing" not in log  # and the rebuilt folder is a hit
+
+
+def test_a_changed_data_config_prepares_its_own_folder_and_says_what_changed(tsv, caplog):
+    first, _ = _prepare(tsv, WORD, caplog)
+    other = DataConfig(min_freq=2, max_len=10)
+    second, log = _prepare(tsv, other, caplog)
+    assert second != first and "data config changed since" in log and "data.min_freq 1 -> 2" in log
+    assert "preparing" not in _prepare(tsv, WORD, caplog)[1]  # switching back is a hit
+    # max_len filters when reading: it does not shape the prepared data.
+    assert prepared_path(tsv, DataConfig(min_freq=1, max_len=30)) == first
+
+
+def test_a_folder_made_for_another_config_is_not_trusted(tsv, caplog):
+    folder, _ = _prepare(tsv, WORD, caplog)
+    manifest = json.loads((folder / "manifest.json").read_text())
+    manifest["data"]["min_freq"] = 5
+    (folder / "manifest.json").write_text(json.dumps(manifest))
+    _, log = _prepare(tsv, WORD, caplog)
+    assert "was prepared for another data config (data.min_freq 5 -> 1); preparing it" in log
+
+
+def test_a_corpus_touched_but_unchanged_is_still_a_hit(tsv, caplog):
+    _prepare(tsv, WORD, caplog)
+    os.utime(tsv, ns=(1, 1))
+    assert "preparing" not in _prepare(tsv, WORD, caplog)[1]
+
+
+def test_an_interrupted_prepare_leaves_nothing_that_looks_complete(tsv, monkeypatch):
+    def interrupted(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(prepare, "encode_splits", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        ensure_prepared(tsv, WORD, quiet=True)
+    assert [p.name for p in Path(WORD.prepared_dir).iterdir() if not p.name.endswith(".lock")] == []
+
+
+def test_a_killed_prepare_is_cleaned_up_by_the_next(tsv, caplog):
+    folder = prepared_path(tsv, WORD)
+    folder.parent.mkdir(parents=True)
+    (folder.parent / f"{folder.name}.tmp-99999").mkdir()  # as SIGKILL mid-prepare leaves it
+    assert "no prepared data in" in _prepare(tsv, WORD, caplog)[1]
+    assert sorted(p.name for p in folder.parent.iterdir()) == [folder.name, f"{folder.name}.lock"]
+
+
+def test_bad_input_is_one_error_and_no_cache(tmp_path):
+    no_pairs = tmp_path / "no-pairs.txt"
+    no_pairs.write_text("no tab here\n", encoding="utf-8")
+    with pytest.raises(DataError, match="line 1 has no tab"):
+        ensure_prepared(no_pairs, WORD, quiet=True)
+    assert not list(Path(WORD.prepared_dir).glob("no-pairs-*[!k]"))  # only the lock file
+
+
+def test_a_resumed_run_whose_vocabulary_differs_gets_the_corpus_in_its_own(tsv, caplog):
+    folder, _ = _prepare(tsv, WORD, caplog)
+    tokenizer, src_vocab, tgt_vocab = PreparedCorpus(folder, WORD).vocabularies()
+    assert ensure_prepared(tsv, WORD, (tokenizer, src_vocab, tgt_vocab), quiet=True) == folder  # the same: shared
+    reordered = Vocab(src_vocab.itos[:4] + src_vocab.itos[4:][::-1])
+    own = ensure_prepared(tsv, WORD, (tokenizer, reordered, tgt_vocab), quiet=True)
+    assert own != folder
+    corpus, learned = PreparedCorpus(own, WORD), PreparedCorpus(folder, WORD)
+    assert reordered.decode(corpus.ids("train", "src")[3].tolist()) == \
+        src_vocab.decode(learned.ids("train", "src")[3].tolist())
+
+
+def test_the_same_seed_gives_the_same_batches_after_a_restart(tsv, tmp_path):
+    cfg = config_from_dict({**TINY, "train": {**TINY["train"], "batch_size": 8}})
+    first = load_data(cfg, str(tsv), tmp_path, None, distributed.SINGLE)
+    again = load_data(cfg, str(tsv), tmp_path, None, distributed.SINGLE)  # as a new process would
+    for epoch in (1, 2):
+        a, b = epoch_batches(first, cfg, epoch, distributed.SINGLE), epoch_batches(again, cfg, epoch, distributed.SINGLE)
+        assert [x.tolist() for x in a] == [x.tolist() for x in b]
+    one, two = (epoch_batches(first, cfg, epoch, distributed.SINGLE) for epoch in (1, 2))
+    assert [x.tolist() for x in one] != [x.tolist() for x in two]
+    assert sorted(np.concatenate(one).tolist()) == list(range(len(first.train)))
+
+
+def test_two_processes_started_together_prepare_once(tmp_path):
+    corpus = tmp_path / "big.tsv"
+    corpus.write_text("\n".join(toy_lines() * 200) + "\n", encoding="utf-8")  # seconds to prepare: they overlap
+    command = [sys.executable, "-m", "nmt", "prepare", str(Path(__file__).resolve().parents[2] / "configs" / "tiny.yaml"),
+               "--data", str(corpus), "--set", "data.num_pairs=null"]
+    procs = [subprocess.Popen(command, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+             for _ in range(2)]
+    outputs = [p.communicate(timeout=300) for p in procs]
+    assert all(p.returncode == 0 for p in procs), outputs
+    logs = [err for _, err in outputs]
+    assert sum("preparing it" in log for log in logs) == 1, logs
+    assert outputs[0][0] == outputs[1][0]  # the same folder
+    assert len([p for p in (tmp_path / "data" / "prepared").iterdir() if p.is_dir()]) == 1
+
+
+def test_real_corpus_prepares_the_canonical_split(real_corpus, tmp_path):
+    folder = ensure_prepared(real_corpus, DataConfig(prepared_dir=str(tmp_path)), quiet=True)
+    counts = PreparedCorpus(folder, DataConfig()).counts
+    assert (counts["train"], counts["valid"], counts["test"]) == (162_252, 1_753, 3_125)
+
+
+def test_a_capped_validation_split_keeps_whole_sources_spread_over_it(tsv, caplog):
+    corpus = PreparedCorpus(_prepare(tsv, WORD, caplog)[0], WORD)
+    everything = corpus.pairs("train")  # the training split stands in for a large valid split
+    capped = corpus.pairs("train", at_most=len(everything) // 4)
+    assert len(everything) // 8 < len(capped) < len(everything) // 2
+    kept = {tuple(p.src) for p in capped}
+    assert [p for p in everything if tuple(p.src) in kept] == capped  # every translation of a kept source
+    assert corpus.pairs("train", at_most=len(everything)) == everything

@@ -21,12 +21,13 @@ __version__ = "0.1.0"
 
 
 def load(checkpoint: str | None = None, device: str | torch.device = "auto",
-         batch_size: int | None = None, engine: str = "torch") -> Translator:
+         batch_size: int | None = None, engine: str = "torch", strict_numbers: bool | None = None) -> Translator:
     """A trained model ready to translate, from a checkpoint file or a run directory (its best.pt;
     by default the newest run under runs/), on `device` ('auto', 'cpu' or 'cuda'), decoding
     `batch_size` sentences at a time (default: the checkpoint's decode.batch_size), with `engine`:
     'torch', or ONNX Runtime on the CPU from the export `nmt export` made: 'onnx' (int8) or
-    'onnx-fp32'."""
+    'onnx-fp32'. A model trained with data.protect writes every number of the source exactly once
+    and no digit of its own; `strict_numbers=False` turns that off (for comparison)."""
     from nmt.inference.translator import Translator  # torch loads on first use, not on `import nmt`
 
-    return Translator.load(checkpoint, device, batch_size, engine)
+    return Translator.load(checkpoint, device, batch_size, engine, strict_numbers)

@@ -208,6 +208,8 @@ class DecodeConfig:
     max_input_len: int = 100  # longer inputs are truncated with a warning
     max_output_ratio: float = 2.0  # output cap: ratio * source length + extra tokens
     max_output_extra: int = 10
+    strict_numbers: bool = True  # data.protect: search writes every source number exactly once and no
+    # digit of its own (false: placeholders at most once each, digits free, as before; for comparison)
 
     def __post_init__(self) -> None:
         _positive("decode", beam_size=self.beam_size, batch_size=self.batch_size,

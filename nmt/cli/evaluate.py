@@ -8,7 +8,7 @@ from typing import Annotated, Optional
 import typer
 
 from nmt.cli.app import app, setup_logging, user_errors
-from nmt.cli.options import BeamOpt, DeviceOpt, EngineOpt
+from nmt.cli.options import BeamOpt, DeviceOpt, EngineOpt, LooseNumbersOpt
 
 
 @app.command()
@@ -52,11 +52,13 @@ def eval_cmd(
                    ] = None,
     beam: BeamOpt = None,
     engine: EngineOpt = "torch",
+    loose_numbers: LooseNumbersOpt = False,
 ) -> None:
     """Evaluate on a held-out split or a test set: loss and perplexity; with --bleu, BLEU, chrF and the signature."""
     from nmt.evaluation.report import TestSpec, evaluate
 
     setup_logging()
     spec = TestSpec(split, data, test, src, list(ref or []), testset, langpair)
-    for line in evaluate(list(checkpoints or []), spec, bleu, device, beam, engine, out):
+    strict = False if loose_numbers else None
+    for line in evaluate(list(checkpoints or []), spec, bleu, device, beam, engine, out, strict):
         typer.echo(line)

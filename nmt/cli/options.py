@@ -57,3 +57,6 @@ TestOpt = Annotated[Optional[str], typer.Option(
 InitFromOpt = Annotated[Optional[str], typer.Option(
     "--init-from", help="Start a new run from this run's (or checkpoint's) weights, tokenizer and vocabularies, "
                         "with a fresh optimizer, schedule and budget: fine-tuning on --data.")]
+LooseNumbersOpt = Annotated[bool, typer.Option(
+    "--loose-numbers", help="A data.protect model may drop a source number or write digits of its own "
+                            "(default: every number exactly once, no other digit), for comparison.")]

@@ -7,7 +7,7 @@ from typing import Annotated, Optional
 import typer
 
 from nmt.cli.app import app, setup_logging, user_errors
-from nmt.cli.options import CheckpointOpt, DeviceOpt, EngineOpt
+from nmt.cli.options import CheckpointOpt, DeviceOpt, EngineOpt, LooseNumbersOpt
 from nmt.errors import NmtError
 
 
@@ -28,6 +28,7 @@ def serve(
     max_wait_ms: Annotated[float, typer.Option(min=0, help="How long a request waits for others to batch with.")] = 5.0,
     queue_size: Annotated[int, typer.Option(min=1, help="Texts waiting at most; beyond, 503 + Retry-After.")] = 1024,
     engine: EngineOpt = "torch",
+    loose_numbers: LooseNumbersOpt = False,
 ) -> None:
     """Serve a model: JSON API (/translate, OpenNMT-py's /translator/translate, /health, /docs) and a page at /."""
     try:
@@ -42,7 +43,7 @@ def serve(
     settings = ServeSettings(beam=beam, max_beam=max(max_beam, beam or 1), max_texts=max_texts, max_chars=max_chars,
                              max_body_bytes=max_body_kb * 1024, max_batch=max_batch, max_wait_ms=max_wait_ms,
                              queue_size=queue_size)
-    run_server(checkpoint, device, host, port, settings, engine)
+    run_server(checkpoint, device, host, port, settings, engine, False if loose_numbers else None)
 
 
 @app.command("export")

@@ -17,6 +17,7 @@ from nmt.cli.options import (
     DeviceOpt,
     EngineOpt,
     InputOpt,
+    LooseNumbersOpt,
     NbestOpt,
     PlotOpt,
     PrefixOpt,
@@ -34,7 +35,7 @@ def translate(text: TextArg = None, input_: InputOpt = None, checkpoint: Checkpo
               device: DeviceOpt = "auto", beam: BeamOpt = None, nbest: NbestOpt = 1, plot: PlotOpt = None,
               show_attention: ShowAttentionOpt = False, tokenized: TokenizedOpt = False,
               engine: EngineOpt = "torch", scores: ScoresOpt = False, align: AlignOpt = False,
-              prefix: PrefixOpt = None) -> None:
+              prefix: PrefixOpt = None, loose_numbers: LooseNumbersOpt = False) -> None:
     """Translate: sentences given here, a file, piped stdin, or an interactive prompt."""
     from nmt.data.corpus import iter_text_lines
     from nmt.inference.translator import Translator
@@ -49,7 +50,7 @@ def translate(text: TextArg = None, input_: InputOpt = None, checkpoint: Checkpo
                        'e.g. nmt translate "I am cold." --plot attention.png')
     if (scores or align) and nbest > 1:
         raise NmtError("--scores and --align annotate the best translation; leave out --nbest")
-    translator = Translator.load(checkpoint, device, engine=engine)
+    translator = Translator.load(checkpoint, device, engine=engine, strict_numbers=False if loose_numbers else None)
     if plot or show_attention:
         _translate_with_attention(translator, text, plot, show_attention, beam)
     elif scores or align or prefix:

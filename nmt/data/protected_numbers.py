@@ -24,6 +24,7 @@ MAX_SPANS = 9  # placeholders ⦅N1⦆ ... ⦅N9⦆; a sentence with more number
 PLACEHOLDERS = tuple(f"⦅N{i}⦆" for i in range(1, MAX_SPANS + 1))
 _PLACEHOLDER = re.compile(r"⦅N(\d+)⦆")
 _SPACES = re.compile(r" {2,}")
+_ADJACENT = re.compile(r"(⦅N\d+⦆)(?=⦅N\d+⦆)")  # two placeholders with nothing between them
 
 
 @dataclass(frozen=True)
@@ -108,9 +109,11 @@ class SpanProtector:
     """Numbers to placeholders and back, for one translation direction; `target_ids` maps the
     placeholders' ids in the target vocabulary to their index (⦅N1⦆ -> 0), for search."""
 
-    def __init__(self, source_lang: str, target_lang: str, target_ids: dict[int, int] | None = None):
+    def __init__(self, source_lang: str, target_lang: str, target_ids: dict[int, int] | None = None,
+                 digit_ids: frozenset[int] = frozenset()):
         self.source, self.target = convention(source_lang), convention(target_lang)
         self.target_ids = target_ids or {}
+        self.digit_ids = digit_ids  # target pieces holding a digit, placeholders aside
         self._source_pattern = (self.source or VERBATIM).pattern()
         self._target_pattern = (self.target or VERBATIM).pattern()
 
@@ -151,9 +154,11 @@ class SpanProtector:
         protected = [self.protect_source(text) for text in texts]
         return [p[0] for p in protected], [p[1] for p in protected]
 
-    def rule(self, numbers: Sequence[Sequence[Number]]) -> SpanRule:
-        """What search may write for sentences with these numbers: their own placeholders, once each."""
-        return SpanRule(self.target_ids, [len(n) for n in numbers])
+    def rule(self, numbers: Sequence[Sequence[Number]], eos_id: int | None = None) -> SpanRule:
+        """What search may write for sentences with these numbers: their own placeholders, at most
+        once each; with `eos_id` (strict), each exactly once and no digit outside them."""
+        return SpanRule(self.target_ids, [len(n) for n in numbers], self.digit_ids if eos_id is not None
+                        else frozenset(), eos_id)
 
     def protect_pairs(self, src: Sequence[str], tgt: Sequence[str]) -> tuple[list[str], list[str]]:
         pairs = [self.protect_pair(s, t) for s, t in zip(src, tgt)]
@@ -161,8 +166,9 @@ class SpanProtector:
 
     def restore(self, text: str, numbers: Sequence[Number]) -> str:
         """Each placeholder of `text` as the source number it stands for, in the target's
-        convention; a placeholder with no number (never chosen by search) is dropped."""
-        return _SPACES.sub(" ", self.target_piece(text, numbers)).strip(" ")
+        convention; a placeholder with no number (never chosen by search) is dropped. Two numbers
+        the output writes side by side keep a space between them, so they never read as one."""
+        return _SPACES.sub(" ", self.target_piece(_ADJACENT.sub(r"\1 ", text), numbers)).strip(" ")
 
     def source_piece(self, piece: str, numbers: Sequence[Number]) -> str:
         """A source piece (or text) for display: each placeholder as the number it stands for."""
@@ -190,11 +196,48 @@ def _replaced(text: str, found: Sequence[re.Match[str]], indices: Sequence[int])
 
 @dataclass(frozen=True)
 class SpanRule:
-    """What search may do with placeholders: per sentence, only those of its source's numbers,
-    each at most once. `ids` maps a placeholder's target id to its index (⦅N1⦆ -> 0)."""
+    """What search may write for a batch of sentences with numbers: each sentence's own
+    placeholders, at most once each. `ids` maps a placeholder's target id to its index (⦅N1⦆ -> 0).
+
+    Strict (the default with data.protect), a sentence also writes every one of its placeholders
+    exactly once and no digit of its own: the target pieces holding a digit (`digits`) are never
+    written, <eos> (`eos_id`) waits until no placeholder is missing, and once the tokens left before
+    the length cap are no more than the placeholders missing, only those may be written."""
     ids: dict[int, int]
     counts: list[int]  # per sentence of the batch: how many numbers its source holds
+    digits: frozenset[int] = frozenset()
+    eos_id: int | None = None  # None: not strict
 
-    def blocks(self, sentence: int, token: int, output: Sequence[int]) -> bool:
+    @property
+    def strict(self) -> bool:
+        return self.eos_id is not None
+
+    @property
+    def blockable(self) -> int:
+        """The most candidates of one step this rule can refuse a hypothesis: what search adds to
+        its candidates so that enough allowed ones remain."""
+        return len(self.ids) + (len(self.digits) + 1 if self.strict else 0)
+
+    def missing(self, sentence: int, output: Sequence[int]) -> list[int]:
+        """The placeholder ids `sentence` must still write (strict), in the source's order."""
+        if not self.strict:
+            return []
+        return [token for token, index in self.ids.items() if index < self.counts[sentence] and token not in output]
+
+    def must_place(self, sentence: int, output: Sequence[int], room: int) -> list[int]:
+        """The placeholders that are all `output` may write next, when the `room` tokens left before
+        the cap are only enough for the missing ones; [] when it is free to choose."""
+        missing = self.missing(sentence, output)
+        return missing if missing and room <= len(missing) else []
+
+    def blocks(self, sentence: int, token: int, output: Sequence[int], room: int | None = None) -> bool:
+        """Whether `sentence`, having written `output` with `room` tokens left before its cap (None:
+        no cap in sight), may not write `token` next."""
         index = self.ids.get(token)
-        return index is not None and (index >= self.counts[sentence] or token in output)
+        if index is not None and (index >= self.counts[sentence] or token in output):
+            return True
+        if not self.strict:
+            return False
+        if room is not None and (forced := self.must_place(sentence, output, room)):
+            return token not in forced
+        return token in self.digits or (token == self.eos_id and bool(self.missing(sentence, output)))

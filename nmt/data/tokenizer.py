@@ -154,8 +154,17 @@ class SubwordTokenizer:
         self.models, self.source_lang, self.target_lang = (src_model, tgt_model), source_lang, target_lang
         self.src = spm.SentencePieceProcessor(model_proto=src_model)
         self.tgt = spm.SentencePieceProcessor(model_proto=tgt_model)
-        self.protector = SpanProtector(source_lang, target_lang, {self.tgt.piece_to_id(p): i for i, p in
-                                                                  enumerate(PLACEHOLDERS)}) if protect else None
+        self.protector = SpanProtector(source_lang, target_lang, self._placeholder_ids(), self._digit_ids()
+                                       ) if protect else None
+
+    def _placeholder_ids(self) -> dict[int, int]:
+        return {self.tgt.piece_to_id(p): i for i, p in enumerate(PLACEHOLDERS)}
+
+    def _digit_ids(self) -> frozenset[int]:
+        """The target pieces that hold a digit (placeholders aside): what strict search never writes."""
+        placeholders = set(PLACEHOLDERS)
+        return frozenset(i for i in range(self.tgt.get_piece_size())
+                         if (piece := self.tgt.id_to_piece(i)) not in placeholders and any(c.isdigit() for c in piece))
 
     @classmethod
     def train(cls, src_texts: Iterable[str], tgt_texts: Iterable[str], vocab_size: int,

@@ -126,11 +126,11 @@ def run_training_words(loaded: LoadedModel) -> Vocab | None:
         return None
 
 
-def hypotheses_path(loaded: LoadedModel, test_name: str, beam: int, engine: str) -> Path:
+def hypotheses_path(loaded: LoadedModel, test_name: str, beam: int, engine: str, loose: bool = False) -> Path:
     """Beside the checkpoint, named after the test set, the search, and (when they are not the
-    defaults) the checkpoint and the engine, so no evaluation overwrites another's."""
+    defaults) the checkpoint, the engine and loose number rules, so no evaluation overwrites another's."""
     checkpoint = "" if loaded.path.name == BEST else f"{loaded.path.stem}."
-    suffix = "" if engine == "torch" else f".{engine}"
+    suffix = ("" if engine == "torch" else f".{engine}") + (".loose-numbers" if loose else "")
     return loaded.path.parent / f"hyps.{checkpoint}{test_name}.{search_name(beam).replace(' ', '')}{suffix}.txt"
 
 
@@ -142,7 +142,8 @@ class Evaluated:
 
 
 def evaluate(checkpoints: list[str | None], spec: TestSpec, bleu: bool, device_name: str,
-             beam_size: int | None = None, engine: str = "torch", out: str | None = None) -> list[str]:
+             beam_size: int | None = None, engine: str = "torch", out: str | None = None,
+             strict_numbers: bool | None = None) -> list[str]:
     """Score each checkpoint on the test set `spec` names; returns the result lines. With --bleu,
     the hypotheses are written (`out`, or beside each checkpoint), and with several checkpoints
     each is compared with the first by sacreBLEU's paired bootstrap resampling."""
@@ -164,7 +165,7 @@ def evaluate(checkpoints: list[str | None], spec: TestSpec, bleu: bool, device_n
             raise NmtError(f"{loaded.path} translates {loaded.tokenizer.source_lang} -> "
                            f"{loaded.tokenizer.target_lang}, the first checkpoint {direction[0]} -> "
                            f"{direction[1]}: compare models of one direction")
-        result = evaluate_one(loaded, device, test, where, words, bleu, beam_size, engine, out)
+        result = evaluate_one(loaded, device, test, where, words, bleu, beam_size, engine, out, strict_numbers)
         lines += result.lines
         results.append(result)
         del loaded
@@ -174,13 +175,17 @@ def evaluate(checkpoints: list[str | None], spec: TestSpec, bleu: bool, device_n
 
 
 def evaluate_one(loaded: LoadedModel, device: torch.device, test: TestSet, where: str, words: Vocab | None,
-                 bleu: bool, beam_size: int | None, engine: str, out: str | None) -> Evaluated:
-    translator, tokenizer = Translator.from_loaded(loaded, device, engine=engine), loaded.tokenizer
+                 bleu: bool, beam_size: int | None, engine: str, out: str | None,
+                 strict_numbers: bool | None = None) -> Evaluated:
+    translator = Translator.from_loaded(loaded, device, engine=engine, strict_numbers=strict_numbers)
+    tokenizer = loaded.tokenizer
+    loose = tokenizer.protector is not None and not translator.cfg.strict_numbers
     refs = test.references
     examples = encode_pairs(test.pairs, loaded.src_vocab, loaded.tgt_vocab, tokenizer=tokenizer)
     head = (f"checkpoint {loaded.path} ({tokenizer.kind} tokenizer, {tokenizer.source_lang} -> "
             f"{tokenizer.target_lang}) | {where}: {len(refs.sources):,} sources, {len(test.pairs):,} pairs"
-            + ("" if engine == "torch" else f" | decoded with --engine {engine}") + lineage(loaded.cfg))
+            + ("" if engine == "torch" else f" | decoded with --engine {engine}")
+            + (" | loose number rules (--loose-numbers)" if loose else "") + lineage(loaded.cfg))
     unit = f"(per {tokenizer.kind} token)"
     if not bleu:
         vocab = loaded.tgt_vocab
@@ -190,7 +195,7 @@ def evaluate_one(loaded: LoadedModel, device: torch.device, test: TestSet, where
     result = validate(translator, examples, refs, beam_size, loss_model=loaded.model, meter=f"eval {test.name}")
     hyps = [t.text for t in result.translations]
     search = search_name(beam_size)
-    hyp_path = Path(out) if out else hypotheses_path(loaded, test.name, beam_size, engine)
+    hyp_path = Path(out) if out else hypotheses_path(loaded, test.name, beam_size, engine, loose)
     try:
         hyp_path.write_text("\n".join(hyps) + "\n", encoding="utf-8")
     except OSError as e:

@@ -36,15 +36,21 @@ def greedy(model: Seq2Seq, src: torch.Tensor, src_lens: torch.Tensor, bos_id: in
     max_lens = max_lens.to(src.device)
     if scores is not None:
         scores[:] = [[] for _ in range(batch)]
-    width = 1 + (len(spans.ids) if spans else 0)  # enough candidates that one is always allowed
-    placeholders = torch.tensor(list(spans.ids) if spans else [], dtype=torch.long, device=src.device)
+    max_lens = _room(max_lens, spans, prefixes)
+    caps = max_lens.tolist()
+    width = 1 + (spans.blockable if spans else 0)  # enough candidates that one is always allowed
+    watched = torch.tensor(sorted(_watched(spans)), dtype=torch.long, device=src.device)
     for t in range(int(max_lens.max().item()) + 1):
-        forcing = prefixes is not None and any(t < len(prefixes[row]) for row in alive.tolist())
-        top, ids, _, state, weights = model.candidates(prev, state, EVERY if forcing else width, banned_id, eos_id)
-        # rows whose best token is a placeholder may have to take another: only then, row by row
-        if forcing or (spans and torch.isin(ids[:, 0], placeholders).any()):
-            choice = torch.tensor([_column(ids[i], sentence, outputs[sentence], spans, prefixes)
-                                   for i, sentence in enumerate(alive.tolist())], device=ids.device)
+        rows = alive.tolist()
+        forcing = prefixes is not None and any(t < len(prefixes[row]) for row in rows)
+        # a row left with only enough room for its missing placeholders ranks the whole vocabulary
+        placing = spans is not None and any(spans.must_place(row, outputs[row], caps[row] - t) for row in rows)
+        k = EVERY if forcing or placing else width
+        top, ids, _, state, weights = model.candidates(prev, state, k, banned_id, eos_id)
+        # rows whose best token the number rules watch may have to take another: only then, row by row
+        if forcing or placing or (spans and torch.isin(ids[:, 0], watched).any()):
+            choice = torch.tensor([_column(ids[i], sentence, outputs[sentence], spans, prefixes, caps[sentence] - t)
+                                   for i, sentence in enumerate(rows)], device=ids.device)
             top, ids = top.gather(1, choice[:, None]), ids.gather(1, choice[:, None])
         prev = ids[:, 0]
         # A row stops at <eos>, or when it has produced its cap (the cap-th step may still say <eos>).
@@ -70,14 +76,29 @@ def greedy(model: Seq2Seq, src: torch.Tensor, src_lens: torch.Tensor, bos_id: in
 
 
 def _column(ids: torch.Tensor, sentence: int, output: list[int], spans: SpanRule | None,
-            prefixes: list[list[int]] | None) -> int:
+            prefixes: list[list[int]] | None, room: int) -> int:
     """Which of a row's candidate tokens `ids` greedy search takes: its prefix's next token, or
-    the most likely one its number placeholders allow."""
+    the most likely one the number rules allow (`room`: tokens left before the row's cap)."""
     if prefixes is not None and len(output) < len(prefixes[sentence]):
         return int((ids == prefixes[sentence][len(output)]).nonzero()[0, 0])
     if spans is None:
         return 0
-    return next(c for c, token in enumerate(ids.tolist()) if not spans.blocks(sentence, token, output))
+    return next(c for c, token in enumerate(ids.tolist()) if not spans.blocks(sentence, token, output, room))
+
+
+def _watched(spans: SpanRule | None) -> set[int]:
+    """The tokens the number rules may refuse: placeholders, and when strict digits and <eos>."""
+    if spans is None:
+        return set()
+    return set(spans.ids) | (set(spans.digits) | {spans.eos_id} if spans.eos_id is not None else set())
+
+
+def _room(max_lens: torch.Tensor, spans: SpanRule | None, prefixes: list[list[int]] | None) -> torch.Tensor:
+    """Length caps with room for every placeholder a sentence must write, after its prefix."""
+    if spans is None or not spans.strict:
+        return max_lens
+    need = torch.tensor(spans.counts) + torch.tensor([len(p) for p in prefixes] if prefixes else 0)
+    return torch.maximum(max_lens, need.to(max_lens.device))
 
 
 @torch.inference_mode()
@@ -150,6 +171,22 @@ def _expand(scores: torch.Tensor, top: torch.Tensor, ids: torch.Tensor, eos: tor
     return top_scores, top_index // width, ids.view(n, -1).gather(1, top_index)
 
 
+def _placing(spans: SpanRule, alive: list[int], history: list[list[list[int]]], caps: list[int], t: int
+             ) -> dict[int, list[int]]:
+    """Row (i * k + beam) -> the placeholders it must write now, for the beams with room left only
+    for those (strict number rules)."""
+    return {i * len(history[sent]) + beam: must for i, sent in enumerate(alive)
+            for beam, output in enumerate(history[sent]) if (must := spans.must_place(sent, output, caps[sent] - t))}
+
+
+def _only(top: torch.Tensor, ids: torch.Tensor, placing: dict[int, list[int]]) -> torch.Tensor:
+    """`top` with every candidate of a placing row but its placeholders at -inf."""
+    top = top.clone()
+    for row, tokens in placing.items():
+        top[row].masked_fill_(~torch.isin(ids[row], torch.tensor(tokens, device=ids.device)), float("-inf"))
+    return top
+
+
 def _finalize(finished: list[Hypothesis], nbest: int) -> list[Hypothesis]:
     return sorted(finished, key=lambda h: h.normalized, reverse=True)[:nbest]
 
@@ -164,8 +201,10 @@ def beam_search(model: Seq2Seq, src: torch.Tensor, src_lens: torch.Tensor, bos_i
     A sentence ends once k of its hypotheses have produced <eos> among its k best candidates,
     or when its hypotheses reach the sentence's cap in `max_lens` (then they must end).
     Returns up to `nbest` hypotheses per sentence, best first. With k = 1 this is greedy search.
-    A candidate that writes a number placeholder `spans` does not allow is passed over: each beam
-    proposes 2k + P (P placeholders) and a sentence keeps 2k + kP, so 2k allowed ones remain.
+    A candidate the number rules `spans` refuse is passed over: each beam proposes 2k + B (B: the
+    most candidates the rules can refuse it, `SpanRule.blockable`) and a sentence keeps 2k + kB, so
+    2k allowed ones remain; a beam with room left only for its missing placeholders proposes those
+    alone, from the whole vocabulary, so every sentence finishes within its cap.
     A sentence's `prefixes` tokens are forced first, on its one live beam (scored by the model).
     """
     batch, k, device = src.shape[0], beam_size, src.device
@@ -177,14 +216,18 @@ def beam_search(model: Seq2Seq, src: torch.Tensor, src_lens: torch.Tensor, bos_i
     steps = [[[] for _ in range(k)] for _ in range(batch)]  # and their log-probabilities
     finished: list[list[Hypothesis]] = [[] for _ in range(batch)]
     alive = list(range(batch))  # original sentence of each live row group
-    max_lens = max_lens.to(device)
-    placeholders = len(spans.ids) if spans else 0
+    max_lens = _room(max_lens.to(device), spans, prefixes)
+    caps = max_lens.tolist()
+    blockable = spans.blockable if spans else 0
     for t in range(int(max_lens.max().item()) + 1):
         forcing = prefixes is not None and any(t < len(prefixes[sent]) for sent in alive)
-        width = EVERY if forcing else 2 * k + placeholders
+        placing = _placing(spans, alive, history, caps, t) if spans else {}
+        width = EVERY if forcing or placing else 2 * k + blockable
         top, ids, eos, state, _ = model.candidates(prev, state, width, banned_id, eos_id)
+        if placing:  # a beam with room only for its missing placeholders proposes those alone
+            top = _only(top, ids, placing)
         forced = max_lens[alive] <= t
-        top_scores, top_beams, top_tokens = _expand(scores, top, ids, eos, forced, eos_id, k * (2 + placeholders))
+        top_scores, top_beams, top_tokens = _expand(scores, top, ids, eos, forced, eos_id, k * (2 + blockable))
         next_scores, next_rows, next_tokens, keep = [], [], [], []
         previous = scores.tolist()
         for i, sent in enumerate(alive):
@@ -198,7 +241,7 @@ def beam_search(model: Seq2Seq, src: torch.Tensor, src_lens: torch.Tensor, bos_i
             for s, beam, token in candidates:
                 if s == float("-inf") or len(new_scores) == k:
                     break
-                if spans and spans.blocks(sent, token, history[sent][beam]):
+                if spans and spans.blocks(sent, token, history[sent][beam], caps[sent] - t):
                     continue
                 rank += 1
                 step = steps[sent][beam] + [s - previous[i][beam]]

@@ -102,9 +102,10 @@ def prefix_ids(tokenizer: Tokenizer, vocab: Vocab, prefix: str | Sequence[str] |
     return [vocab.encode(tokens) for tokens in tokenizer.target_tokens(prefixes)]
 
 
-def rule(tokenizer: Tokenizer, numbers: Sequence[list[Number]]) -> SpanRule | None:
-    """data.protect: which number placeholders each sentence may write (its own, once each)."""
-    return tokenizer.protector.rule(numbers) if tokenizer.protector else None
+def rule(tokenizer: Tokenizer, numbers: Sequence[list[Number]], strict_eos: int | None) -> SpanRule | None:
+    """data.protect: which number placeholders each sentence may write (its own, at most once each;
+    with `strict_eos`, the <eos> id, exactly once each and no digit of its own)."""
+    return tokenizer.protector.rule(numbers, strict_eos) if tokenizer.protector else None
 
 
 def source_ids(tokens: list[str], vocab: Vocab, limit: int, line_no: int | None = None) -> list[int]:
@@ -191,16 +192,18 @@ class Translator:
 
     @classmethod
     def load(cls, checkpoint: str | None = None, device: str | torch.device = "auto",
-             batch_size: int | None = None, engine: str = "torch") -> Translator:
+             batch_size: int | None = None, engine: str = "torch", strict_numbers: bool | None = None) -> Translator:
         """A checkpoint file or a run directory (its best.pt; by default the newest run's), on `device`,
-        decoding `batch_size` sentences at a time with `engine` (torch, onnx, onnx-fp32: see nmt.load)."""
+        decoding `batch_size` sentences at a time with `engine` (torch, onnx, onnx-fp32: see nmt.load);
+        `strict_numbers` False lets search drop numbers or write digits (default: decode.strict_numbers)."""
         device = engine_device(engine, device)
-        return cls.from_loaded(load_model(checkpoint, device), device, batch_size, engine)
+        return cls.from_loaded(load_model(checkpoint, device), device, batch_size, engine, strict_numbers)
 
     @classmethod
     def from_loaded(cls, loaded: LoadedModel, device: torch.device, batch_size: int | None = None,
-                    engine: str = "torch") -> Translator:
-        cfg = loaded.cfg.decode if batch_size is None else dataclasses.replace(loaded.cfg.decode, batch_size=batch_size)
+                    engine: str = "torch", strict_numbers: bool | None = None) -> Translator:
+        chosen = {"batch_size": batch_size, "strict_numbers": strict_numbers}
+        cfg = dataclasses.replace(loaded.cfg.decode, **{key: v for key, v in chosen.items() if v is not None})
         model = loaded.model.to(device).eval() if engine == "torch" else load_engine(loaded.path, engine)
         return cls(model, loaded.src_vocab, loaded.tgt_vocab, cfg, device, loaded.tokenizer)
 
@@ -271,11 +274,12 @@ class Translator:
         """Token lists in; up to `nbest` scored hypotheses each, in input order ([] for an empty one).
         Batches are of sources sorted by length, which keeps padding low."""
         beam = max(beam or self.cfg.beam_size, nbest)
+        strict = self.tgt_vocab.eos_id if self.cfg.strict_numbers else None
         results: list[list[Hypothesis]] = [[] for _ in sources]
         order = sorted((i for i, s in enumerate(sources) if s), key=lambda i: len(sources[i]))
         batches = [order[start: start + self.cfg.batch_size] for start in range(0, len(order), self.cfg.batch_size)]
         decoded = map_batches(self.model, lambda indices: self._decode(
-            sources, indices, beam, nbest, first_line, rule(self.tokenizer, [numbers[i] for i in indices]),
+            sources, indices, beam, nbest, first_line, rule(self.tokenizer, [numbers[i] for i in indices], strict),
             None if prefixes is None else [prefixes[i] for i in indices]), batches)
         for i, hyps in zip(itertools.chain(*batches), itertools.chain(*decoded)):
             results[i] = hyps

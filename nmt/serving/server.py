@@ -291,14 +291,14 @@ def bind(host: str, port: int) -> socket.socket:
 
 
 def run_server(checkpoint: str | None, device_name: str, host: str, port: int, settings: ServeSettings,
-               engine: str = "torch") -> None:
+               engine: str = "torch", strict_numbers: bool | None = None) -> None:
     """Load the model once and serve until SIGINT or SIGTERM; uvicorn then stops taking
     connections, answers the requests in flight, and returns."""
     import uvicorn
 
     device = engine_device(engine, device_name)
     loaded = load_model(checkpoint, device)
-    translator = Translator.from_loaded(loaded, device, engine=engine)
+    translator = Translator.from_loaded(loaded, device, engine=engine, strict_numbers=strict_numbers)
     app = create_app(translator, settings, server_info(loaded, str(device), engine))
     sock = bind(host, port)
     bound = sock.getsockname()[1]

@@ -75,6 +75,7 @@ def test_a_sentence_with_more_numbers_than_placeholders_keeps_them_all_as_text()
      "It costs 30,000 yen at 7:45."),
     (SpanProtector("en", "de"), "It costs 3.5 dollars.", "Es kostet ⦅N1⦆ Dollar.", "Es kostet 3.5 Dollar."),
     (EN_FR, "She is 12.", "Elle a ⦅N1⦆ ans, ⦅N2⦆ mois.", "Elle a 12 ans, mois."),  # no number for ⦅N2⦆
+    (EN_FR, "2 by 3", "⦅N1⦆⦅N2⦆ fois", "2 3 fois"),  # side by side, never one number "23"
 ])
 def test_restored_in_the_targets_conventions(protector, source, output, restored):
     _, numbers = protector.protect_source(source)

@@ -210,11 +210,15 @@ class DecodeConfig:
     max_output_extra: int = 10
     strict_numbers: bool = True  # data.protect: search writes every source number exactly once and no
     # digit of its own (false: placeholders at most once each, digits free, as before; for comparison)
+    ensemble: str = "log_prob"  # an ensemble (-c A+B) ranks tokens by the weighted mean of its models'
+    # log-probabilities (log_prob, OpenNMT-py's and Marian's way) or the log of their mean probability (prob, fairseq's)
 
     def __post_init__(self) -> None:
         _positive("decode", beam_size=self.beam_size, batch_size=self.batch_size,
                   max_input_len=self.max_input_len, max_output_ratio=self.max_output_ratio)
         _non_negative("decode", max_output_extra=self.max_output_extra, length_penalty=self.length_penalty)
+        if self.ensemble not in ("log_prob", "prob"):
+            raise ConfigError(f"decode.ensemble must be log_prob or prob (got {self.ensemble!r})")
 
 
 @dataclass(frozen=True)

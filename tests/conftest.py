@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import itertools
 import os
+import random
 import zipfile
 from pathlib import Path
 
@@ -98,3 +99,28 @@ def train_toy_model(root: Path, epochs: int) -> dict:
                                       "--quiet"])
     assert result.exit_code == 0, result.output
     return {"run": root / "run", "corpus": corpus, "config": config}
+
+
+def protected_corpus(root: Path) -> Path:
+    """The toy corpus plus "I have N cats." for 150 numbers, as a zip in `root`."""
+    rng = random.Random(1)
+    numbered = [f"I have {n} cats.\tJ'ai {n} chats." for n in rng.sample(range(10, 1000), 150)]
+    return write_corpus_zip(root / "toy-numbers.zip", toy_lines() + numbered)
+
+
+def train_protected_model(root: Path, epochs: int = 12, seed: int = 3, model: dict | None = None,
+                          corpus: Path | None = None, name: str = "run") -> Path:
+    """A tiny subword model with data.protect trained through the CLI on `protected_corpus`; its run directory."""
+    from typer.testing import CliRunner
+
+    from nmt.cli import app
+
+    corpus = corpus or protected_corpus(root)
+    config = root / f"{name}.yaml"
+    data = {**TINY["data"], "tokenizer": "subword", "vocab_size": 340, "max_len": 24, "protect": True}
+    train = {**TINY["train"], "epochs": epochs, "seed": seed, "save_every": 40}
+    config.write_text(yaml.safe_dump({**TINY, "data": data, "model": {**TINY["model"], **(model or {})},
+                                      "train": train}), encoding="utf-8")
+    result = CliRunner().invoke(app, ["train", str(config), "--data", str(corpus), "--out", str(root / name), "--quiet"])
+    assert result.exit_code == 0, result.output
+    return root / name

@@ -1,7 +1,10 @@
-"""The `nmt` command line: prepare, train, translate, score, eval, plot, serve, export. Each command
-parses its arguments and calls the library; `NmtError` becomes one `error:` line and exit code 1."""
+"""The `nmt` command line: train, prepare, translate, score, eval, plot, average, serve, export. Each
+command parses its arguments and calls the library; `NmtError` becomes one `error:` line and exit code 1."""
 
-from nmt.cli import evaluate, serve, train, translate  # noqa: F401  (each registers its commands)
+# isort: off
+# Each module registers its commands on the app, in the order `nmt --help` lists them.
+from nmt.cli import train, translate, evaluate, average, serve  # noqa: F401
+# isort: on
 from nmt.cli.app import app
 
 __all__ = ["app", "main"]

@@ -31,7 +31,9 @@ def eval_cmd(
                      ] = "test",
     checkpoints: Annotated[Optional[list[str]], typer.Option(
         "--checkpoint", "-c", help="A checkpoint file or a run directory (default: the newest run's best.pt); "
-                                   "repeat it to compare models on one test set (paired bootstrap).")] = None,
+                                   "repeat it to compare models on one test set (paired bootstrap); runs joined by "
+                                   "'+' are one ensemble (-c runs/a+runs/b -c runs/a compares the ensemble with a).")
+                  ] = None,
     device: DeviceOpt = "auto",
     data: Annotated[Optional[str], typer.Option(
         "--data", help="Another corpus whose own --split is scored (its md5 split, as training cuts it); "

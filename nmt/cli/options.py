@@ -8,7 +8,8 @@ from typing import Annotated, Optional
 import typer
 
 CheckpointOpt = Annotated[Optional[str], typer.Option(
-    "--checkpoint", "-c", help="A checkpoint file or a run directory (default: the newest run's best.pt).")]
+    "--checkpoint", "-c", help="A checkpoint file or a run directory (default: the newest run's best.pt); runs "
+                               "joined by '+' decode as one ensemble (runs/a+runs/b, weighted runs/a:2+runs/b:1).")]
 DeviceOpt = Annotated[str, typer.Option(help="auto, cpu or cuda (auto takes CUDA when present).")]
 BeamOpt = Annotated[Optional[int], typer.Option(
     "--beam", "-k", min=1, help="Beam size (default: the checkpoint's decode.beam_size; 1 is greedy).")]
@@ -60,3 +61,13 @@ InitFromOpt = Annotated[Optional[str], typer.Option(
 LooseNumbersOpt = Annotated[bool, typer.Option(
     "--loose-numbers", help="A data.protect model may drop a source number or write digits of its own "
                             "(default: every number exactly once, no other digit), for comparison.")]
+SampleOpt = Annotated[bool, typer.Option(
+    "--sample", help="Draw each translation from the model's distribution instead of searching for the best "
+                     "(with --nbest N: N samples); --top-k, --top-p, --temperature and --seed shape it.")]
+TopKOpt = Annotated[int, typer.Option(
+    "--top-k", min=0, help="With --sample: draw from the K most likely tokens (0: all).")]
+TopPOpt = Annotated[float, typer.Option(
+    "--top-p", help="With --sample: draw from the smallest set of tokens whose probability reaches P (1: all).")]
+TemperatureOpt = Annotated[float, typer.Option(
+    "--temperature", help="With --sample: below 1 sharpens the distribution, above 1 flattens it.")]
+SeedOpt = Annotated[int, typer.Option("--seed", help="With --sample: the same seed draws the same samples.")]

@@ -21,10 +21,15 @@ from nmt.cli.options import (
     NbestOpt,
     PlotOpt,
     PrefixOpt,
+    SampleOpt,
     ScoresOpt,
+    SeedOpt,
     ShowAttentionOpt,
+    TemperatureOpt,
     TextArg,
     TokenizedOpt,
+    TopKOpt,
+    TopPOpt,
 )
 from nmt.errors import NmtError
 
@@ -35,7 +40,8 @@ def translate(text: TextArg = None, input_: InputOpt = None, checkpoint: Checkpo
               device: DeviceOpt = "auto", beam: BeamOpt = None, nbest: NbestOpt = 1, plot: PlotOpt = None,
               show_attention: ShowAttentionOpt = False, tokenized: TokenizedOpt = False,
               engine: EngineOpt = "torch", scores: ScoresOpt = False, align: AlignOpt = False,
-              prefix: PrefixOpt = None, loose_numbers: LooseNumbersOpt = False) -> None:
+              prefix: PrefixOpt = None, loose_numbers: LooseNumbersOpt = False, sample: SampleOpt = False,
+              top_k: TopKOpt = 0, top_p: TopPOpt = 1.0, temperature: TemperatureOpt = 1.0, seed: SeedOpt = 0) -> None:
     """Translate: sentences given here, a file, piped stdin, or an interactive prompt."""
     from nmt.data.corpus import iter_text_lines
     from nmt.inference.translator import Translator
@@ -50,7 +56,9 @@ def translate(text: TextArg = None, input_: InputOpt = None, checkpoint: Checkpo
                        'e.g. nmt translate "I am cold." --plot attention.png')
     if (scores or align) and nbest > 1:
         raise NmtError("--scores and --align annotate the best translation; leave out --nbest")
+    sampling = _sampling(sample, beam, top_k, top_p, temperature, seed)
     translator = Translator.load(checkpoint, device, engine=engine, strict_numbers=False if loose_numbers else None)
+    translator.sampling = sampling
     if plot or show_attention:
         _translate_with_attention(translator, text, plot, show_attention, beam)
     elif scores or align or prefix:
@@ -70,6 +78,21 @@ def translate(text: TextArg = None, input_: InputOpt = None, checkpoint: Checkpo
         for line in iter_text_lines(sys.stdin.buffer, "stdin"):
             typer.echo(translator.translate(line, beam, tokenized))
             sys.stdout.flush()
+
+
+def _sampling(sample: bool, beam: Optional[int], top_k: int, top_p: float, temperature: float, seed: int):
+    """--sample's draw, or None; its options without it, or with --beam, are a mistake said in one line."""
+    from nmt.inference.sampling import Sampling
+
+    given = [name for name, on in (("--top-k", top_k), ("--top-p", top_p != 1.0),
+                                   ("--temperature", temperature != 1.0), ("--seed", seed)) if on]
+    if not sample:
+        if given:
+            raise NmtError(f"{given[0]} shapes sampling: add --sample (or leave it out)")
+        return None
+    if beam is not None:
+        raise NmtError("--sample draws translations instead of searching: leave out --beam")
+    return Sampling(top_k, top_p, temperature, seed)
 
 
 def _open_input(input_: Optional[str]):

@@ -24,7 +24,8 @@ MAX_SPANS = 9  # placeholders ⦅N1⦆ ... ⦅N9⦆; a sentence with more number
 PLACEHOLDERS = tuple(f"⦅N{i}⦆" for i in range(1, MAX_SPANS + 1))
 _PLACEHOLDER = re.compile(r"⦅N(\d+)⦆")
 _SPACES = re.compile(r" {2,}")
-_ADJACENT = re.compile(r"(⦅N\d+⦆)(?=⦅N\d+⦆)")  # two placeholders with nothing between them
+# a placeholder written right after another, a letter or a sentence's punctuation: a space goes between
+_GLUED = re.compile(r"(⦅N\d+⦆|[^\W\d_]|[.,;:!?])(?=⦅N\d+⦆)")
 
 
 @dataclass(frozen=True)
@@ -166,9 +167,10 @@ class SpanProtector:
 
     def restore(self, text: str, numbers: Sequence[Number]) -> str:
         """Each placeholder of `text` as the source number it stands for, in the target's
-        convention; a placeholder with no number (never chosen by search) is dropped. Two numbers
-        the output writes side by side keep a space between them, so they never read as one."""
-        return _SPACES.sub(" ", self.target_piece(_ADJACENT.sub(r"\1 ", text), numbers)).strip(" ")
+        convention; a placeholder with no number (never chosen by search) is dropped. A number the
+        output writes right after another number, a letter or a sentence's punctuation is spaced
+        from it, so that two never read as one and none as part of a word."""
+        return _SPACES.sub(" ", self.target_piece(_GLUED.sub(r"\1 ", text), numbers)).strip(" ")
 
     def source_piece(self, piece: str, numbers: Sequence[Number]) -> str:
         """A source piece (or text) for display: each placeholder as the number it stands for."""
@@ -201,8 +203,9 @@ class SpanRule:
 
     Strict (the default with data.protect), a sentence also writes every one of its placeholders
     exactly once and no digit of its own: the target pieces holding a digit (`digits`) are never
-    written, <eos> (`eos_id`) waits until no placeholder is missing, and once the tokens left before
-    the length cap are no more than the placeholders missing, only those may be written."""
+    written; a hypothesis that would end (<eos>, `eos_id`) while placeholders are missing writes
+    them first (search puts the most likely missing one in its <eos>'s place); and once the tokens
+    left before the length cap are no more than the placeholders missing, only those may be written."""
     ids: dict[int, int]
     counts: list[int]  # per sentence of the batch: how many numbers its source holds
     digits: frozenset[int] = frozenset()
@@ -216,11 +219,11 @@ class SpanRule:
     def blockable(self) -> int:
         """The most candidates of one step this rule can refuse a hypothesis: what search adds to
         its candidates so that enough allowed ones remain."""
-        return len(self.ids) + (len(self.digits) + 1 if self.strict else 0)
+        return len(self.ids) + len(self.digits)
 
     def missing(self, sentence: int, output: Sequence[int]) -> list[int]:
         """The placeholder ids `sentence` must still write (strict), in the source's order."""
-        if not self.strict:
+        if not self.strict or not self.counts[sentence]:
             return []
         return [token for token, index in self.ids.items() if index < self.counts[sentence] and token not in output]
 
@@ -229,6 +232,11 @@ class SpanRule:
         the cap are only enough for the missing ones; [] when it is free to choose."""
         missing = self.missing(sentence, output)
         return missing if missing and room <= len(missing) else []
+
+    def refused(self, sentence: int, output: Sequence[int]) -> set[int]:
+        """Every token `sentence` may not write next after `output` (room aside: see `must_place`)."""
+        refused = {token for token, index in self.ids.items() if index >= self.counts[sentence] or token in output}
+        return refused | self.digits if self.strict else refused
 
     def blocks(self, sentence: int, token: int, output: Sequence[int], room: int | None = None) -> bool:
         """Whether `sentence`, having written `output` with `room` tokens left before its cap (None:
@@ -240,4 +248,4 @@ class SpanRule:
             return False
         if room is not None and (forced := self.must_place(sentence, output, room)):
             return token not in forced
-        return token in self.digits or (token == self.eos_id and bool(self.missing(sentence, output)))
+        return token in self.digits

@@ -9,6 +9,7 @@ bootstrap resampling between models. Nothing here imports training.
 
 from __future__ import annotations
 
+import hashlib
 import math
 import re
 from collections import Counter
@@ -29,7 +30,7 @@ from nmt.evaluation.testsets import TestSet, from_corpus, from_files, from_sacre
 from nmt.evaluation.validation import search_name, validate
 from nmt.inference.onnx_engine import engine_device
 from nmt.inference.translator import Translator
-from nmt.model.checkpoint import BEST, LoadedModel, load_model
+from nmt.model.checkpoint import BEST, LoadedModel, load_models
 from nmt.model.loss import validation_loss
 
 _NUMBER = re.compile(r"\d+")
@@ -130,6 +131,8 @@ def hypotheses_path(loaded: LoadedModel, test_name: str, beam: int, engine: str,
     """Beside the checkpoint, named after the test set, the search, and (when they are not the
     defaults) the checkpoint, the engine and loose number rules, so no evaluation overwrites another's."""
     checkpoint = "" if loaded.path.name == BEST else f"{loaded.path.stem}."
+    if loaded.members:  # beside the first member, named for the whole ensemble
+        checkpoint = f"ensemble-{hashlib.sha1(loaded.name.encode()).hexdigest()[:8]}."
     suffix = ("" if engine == "torch" else f".{engine}") + (".loose-numbers" if loose else "")
     return loaded.path.parent / f"hyps.{checkpoint}{test_name}.{search_name(beam).replace(' ', '')}{suffix}.txt"
 
@@ -157,12 +160,12 @@ def evaluate(checkpoints: list[str | None], spec: TestSpec, bleu: bool, device_n
     lines, results = [], []
     test = where = words = None
     for checkpoint in checkpoints:
-        loaded = load_model(checkpoint, device)
+        loaded = load_models(checkpoint, device)
         if test is None:
             test, where, words = load_test_set(spec, loaded)
             direction = (loaded.tokenizer.source_lang, loaded.tokenizer.target_lang)
         elif (loaded.tokenizer.source_lang, loaded.tokenizer.target_lang) != direction:
-            raise NmtError(f"{loaded.path} translates {loaded.tokenizer.source_lang} -> "
+            raise NmtError(f"{loaded.name} translates {loaded.tokenizer.source_lang} -> "
                            f"{loaded.tokenizer.target_lang}, the first checkpoint {direction[0]} -> "
                            f"{direction[1]}: compare models of one direction")
         result = evaluate_one(loaded, device, test, where, words, bleu, beam_size, engine, out, strict_numbers)
@@ -182,17 +185,23 @@ def evaluate_one(loaded: LoadedModel, device: torch.device, test: TestSet, where
     loose = tokenizer.protector is not None and not translator.cfg.strict_numbers
     refs = test.references
     examples = encode_pairs(test.pairs, loaded.src_vocab, loaded.tgt_vocab, tokenizer=tokenizer)
-    head = (f"checkpoint {loaded.path} ({tokenizer.kind} tokenizer, {tokenizer.source_lang} -> "
+    what = (f"ensemble of {len(loaded.members)} ({translator.cfg.ensemble} combined) {loaded.name}"
+            if loaded.members else f"checkpoint {loaded.path}")
+    head = (f"{what} ({tokenizer.kind} tokenizer, {tokenizer.source_lang} -> "
             f"{tokenizer.target_lang}) | {where}: {len(refs.sources):,} sources, {len(test.pairs):,} pairs"
             + ("" if engine == "torch" else f" | decoded with --engine {engine}")
             + (" | loose number rules (--loose-numbers)" if loose else "") + lineage(loaded.cfg))
     unit = f"(per {tokenizer.kind} token)"
+    if not bleu and loaded.members:
+        return Evaluated([head, "loss: an ensemble has no one loss; add --bleu to score its translations"], [],
+                         loaded.name)
     if not bleu:
         vocab = loaded.tgt_vocab
         loss = validation_loss(loaded.model, examples, loaded.cfg.decode.batch_size, vocab.pad_id, vocab.bos_id, device)
         return Evaluated([head, f"loss {loss:.3f} | ppl {math.exp(min(loss, 50)):.2f} {unit}"], [], str(loaded.path))
     beam_size = beam_size or loaded.cfg.decode.beam_size
-    result = validate(translator, examples, refs, beam_size, loss_model=loaded.model, meter=f"eval {test.name}")
+    result = validate(translator, examples, refs, beam_size, loss_model=None if loaded.members else loaded.model,
+                      meter=f"eval {test.name}")
     hyps = [t.text for t in result.translations]
     search = search_name(beam_size)
     hyp_path = Path(out) if out else hypotheses_path(loaded, test.name, beam_size, engine, loose)
@@ -200,7 +209,9 @@ def evaluate_one(loaded: LoadedModel, device: torch.device, test: TestSet, where
         hyp_path.write_text("\n".join(hyps) + "\n", encoding="utf-8")
     except OSError as e:
         raise NmtError(f"cannot write the hypotheses to {hyp_path}: {e.strerror}") from None
-    lines = [head, f"loss {result.loss:.3f} | ppl {math.exp(min(result.loss, 50)):.2f} {unit}",
+    loss = ("loss: an ensemble has no one loss" if loaded.members
+            else f"loss {result.loss:.3f} | ppl {math.exp(min(result.loss, 50)):.2f} {unit}")
+    lines = [head, loss,
              f"{search}: {result.standard.line()}",
              f"{search}, lowercased and tokenized (legacy): {result.legacy.line()}"]
     rare = rare_word_sources(refs.source_words, words) if words is not None else [False] * len(hyps)
@@ -228,7 +239,7 @@ def evaluate_one(loaded: LoadedModel, device: torch.device, test: TestSet, where
     seconds = result.decode_seconds
     lines.append(f"decoded {len(refs.sources):,} sentences in {seconds:.1f} s ({len(refs.sources) / seconds:,.1f} "
                  f"sent/s); hypotheses written to {hyp_path}")
-    return Evaluated(lines, hyps, str(loaded.path))
+    return Evaluated(lines, hyps, loaded.name)
 
 
 def compare(results: list[Evaluated], test: TestSet, loaded_target_lang: str) -> list[str]:

@@ -11,6 +11,8 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+import torch
+
 from nmt.data.batches import Example
 from nmt.evaluation.metrics import References, Scores, score
 from nmt.inference.translator import Translation, Translator
@@ -37,20 +39,25 @@ def validate(translator: Translator, examples: Sequence[Example], references: Re
              beam: int | None = None, loss_model: Seq2Seq | None = None, meter: str | None = None) -> Validation:
     """The loss over `examples`, then `references`' sources translated (with `beam`, default the
     translator's decode.beam_size) and scored against all of their references. The loss is the
-    PyTorch model's: the translator's, or `loss_model` when the translator runs another engine.
-    `meter`: decode in chunks behind a progress bar of that name (`nmt eval` on long test sets)."""
+    PyTorch model's: the translator's, or `loss_model` when the translator runs another engine
+    (nan for an ensemble, which has no one loss). `meter`: decode in chunks behind a progress bar
+    of that name (`nmt eval` on long test sets)."""
     model, vocab = loss_model or translator.model, translator.tgt_vocab
-    was_training = model.training
-    model.eval()
+    if not isinstance(model, torch.nn.Module):
+        model = None
+    was_training = model is not None and model.training
+    if model is not None:
+        model.eval()
     try:
-        loss = validation_loss(model, examples, translator.cfg.batch_size, vocab.pad_id, vocab.bos_id,
-                               translator.device)
+        loss = float("nan") if model is None else validation_loss(
+            model, examples, translator.cfg.batch_size, vocab.pad_id, vocab.bos_id, translator.device)
         start = time.perf_counter()
         outputs = (translator.translations(references.sources, beam) if meter is None
                    else _translations_metered(translator, references.sources, beam, meter))
         seconds = time.perf_counter() - start
     finally:
-        model.train(was_training)
+        if model is not None:
+            model.train(was_training)
     standard = score([t.text for t in outputs], references.references,
                      target_lang=translator.tokenizer.target_lang)
     legacy = score([t.tokenized for t in outputs], references.legacy_references, tokenized=True)

@@ -31,7 +31,7 @@ import torch
 from torch import nn
 
 from nmt.errors import NmtError
-from nmt.model.checkpoint import load_model, resolve_checkpoint
+from nmt.model.checkpoint import ensemble_members, load_model, resolve_checkpoint
 from nmt.model.decoder import DecoderState
 
 OPSET = 17
@@ -314,6 +314,10 @@ def _drop_unused(graph_proto) -> None:
 def export_run(checkpoint: str | Path | None) -> tuple[Path, Manifest]:
     """Export a checkpoint (a run directory: its best.pt) to export_dir(checkpoint), fp32 and
     int8; written to a temporary directory first, so a failed export leaves the last one whole."""
+    if members := ensemble_members(checkpoint):
+        raise NmtError("an ensemble is exported member by member: "
+                       + "; ".join(f"nmt export {path}" for path, _ in members)
+                       + " (then --engine onnx decodes the ensemble with each member's export)")
     require_onnx()
     import onnx
     import onnxruntime

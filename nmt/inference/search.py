@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Protocol
 
 import torch
 
@@ -16,16 +17,19 @@ EVERY = 1 << 30  # as candidates' k: every token of the vocabulary, for the step
 def greedy(model: Seq2Seq, src: torch.Tensor, src_lens: torch.Tensor, bos_id: int, eos_id: int,
            max_lens: torch.Tensor, return_attention: bool = False, banned_id: int | None = None,
            scores: list[list[float]] | None = None, spans: SpanRule | None = None,
-           prefixes: list[list[int]] | None = None) -> tuple[list[list[int]], list[torch.Tensor] | None]:
-    """Pick the most likely token at each step until <eos> or the row's length cap.
+           prefixes: list[list[int]] | None = None, choose: Chooser | None = None
+           ) -> tuple[list[list[int]], list[torch.Tensor] | None]:
+    """Pick the most likely token at each step until <eos> or the row's length cap (or, with
+    `choose`, the token it picks among the candidates: sampling draws one).
 
     src (batch, src_len), src_lens (batch,), max_lens (batch,) output caps, <eos> excluded.
     Returns the token ids of each row (no <bos>/<eos>) and, if asked, each row's attention
     weights (out_len, src_len). Finished rows leave the batch so they cost nothing.
     `banned_id` is never produced (a subword model's <unk>). A `scores` list is filled with each
-    row's log-probability of every token it chose, <eos> last. `spans` says which number placeholders each
-    row may write (the most likely token it allows is taken); each row's output starts with its
-    `prefixes` tokens (forced, scored as the model scores them).
+    row's log-probability of every token it chose, <eos> last. `spans` holds the number rules (which
+    placeholders each row may write and, strict, that it writes each and no digit of its own: the
+    most likely token they allow is taken); each row's output starts with its `prefixes` tokens
+    (forced, scored as the model scores them).
     """
     batch = src.shape[0]
     state = model.encode(src, src_lens)
@@ -38,7 +42,8 @@ def greedy(model: Seq2Seq, src: torch.Tensor, src_lens: torch.Tensor, bos_id: in
         scores[:] = [[] for _ in range(batch)]
     max_lens = _room(max_lens, spans, prefixes)
     caps = max_lens.tolist()
-    width = 1 + (spans.blockable if spans else 0)  # enough candidates that one is always allowed
+    # enough candidates that one is always allowed
+    width = choose.width(spans) if choose else 1 + (spans.blockable if spans else 0)
     watched = torch.tensor(sorted(_watched(spans)), dtype=torch.long, device=src.device)
     for t in range(int(max_lens.max().item()) + 1):
         rows = alive.tolist()
@@ -46,12 +51,23 @@ def greedy(model: Seq2Seq, src: torch.Tensor, src_lens: torch.Tensor, bos_id: in
         # a row left with only enough room for its missing placeholders ranks the whole vocabulary
         placing = spans is not None and any(spans.must_place(row, outputs[row], caps[row] - t) for row in rows)
         k = EVERY if forcing or placing else width
+        before = state
         top, ids, _, state, weights = model.candidates(prev, state, k, banned_id, eos_id)
+        if choose is not None:
+            column = choose(top, ids, rows, outputs, [caps[row] - t for row in rows], spans, prefixes)
+            top, ids = top.gather(1, column), ids.gather(1, column)
         # rows whose best token the number rules watch may have to take another: only then, row by row
-        if forcing or placing or (spans and torch.isin(ids[:, 0], watched).any()):
+        elif forcing or placing or (spans and torch.isin(ids[:, 0], watched).any()):
             choice = torch.tensor([_column(ids[i], sentence, outputs[sentence], spans, prefixes, caps[sentence] - t)
                                    for i, sentence in enumerate(rows)], device=ids.device)
             top, ids = top.gather(1, choice[:, None]), ids.gather(1, choice[:, None])
+        if spans is not None and spans.strict:  # <eos> before every number is written: the numbers first
+            owing = {i: owed for i, (row, token) in enumerate(zip(rows, ids[:, 0].tolist()))
+                     if token == eos_id and (owed := spans.missing(row, outputs[row]))}
+            if owing:
+                top, ids = top.clone(), ids.clone()
+                for i, (score, token) in _owed_instead(model, prev, before, owing, banned_id, eos_id).items():
+                    top[i, 0], ids[i, 0] = score, token
         prev = ids[:, 0]
         # A row stops at <eos>, or when it has produced its cap (the cap-th step may still say <eos>).
         done = (prev == eos_id) | (max_lens[alive] <= t)
@@ -75,6 +91,31 @@ def greedy(model: Seq2Seq, src: torch.Tensor, src_lens: torch.Tensor, bos_id: in
     return outputs, [torch.stack(rows) if rows else torch.zeros(0, 0) for rows in attention]
 
 
+def _owed_instead(model: Seq2Seq, prev: torch.Tensor, state, owing: dict[int, list[int]], banned_id: int | None,
+                  eos_id: int) -> dict[int, tuple[float, int]]:
+    """For rows that chose <eos> while placeholders of theirs are missing: the most likely of those,
+    with its log-probability at this step, to write instead (the step is run again for these rows
+    alone, from `state` before it, ranking the whole vocabulary)."""
+    rows = torch.tensor(list(owing), device=prev.device)
+    top, ids, _, _, _ = model.candidates(prev[rows], state.select(rows), EVERY, banned_id, eos_id)
+    instead = {}
+    for j, (i, owed) in enumerate(owing.items()):
+        column = int(torch.isin(ids[j], torch.tensor(owed, device=ids.device)).nonzero()[0, 0])
+        instead[i] = (float(top[j, column]), int(ids[j, column]))
+    return instead
+
+
+class Chooser(Protocol):
+    """How a search like greedy's picks each row's next token among its candidates."""
+
+    def width(self, spans: SpanRule | None) -> int:
+        """How many candidates a step needs (EVERY: the whole vocabulary)."""
+
+    def __call__(self, top: torch.Tensor, ids: torch.Tensor, rows: list[int], outputs: list[list[int]],
+                 rooms: list[int], spans: SpanRule | None, prefixes: list[list[int]] | None) -> torch.Tensor:
+        """The column (rows, 1) of each row's pick in `top`/`ids` (a prefix's token where it forces one)."""
+
+
 def _column(ids: torch.Tensor, sentence: int, output: list[int], spans: SpanRule | None,
             prefixes: list[list[int]] | None, room: int) -> int:
     """Which of a row's candidate tokens `ids` greedy search takes: its prefix's next token, or
@@ -87,10 +128,8 @@ def _column(ids: torch.Tensor, sentence: int, output: list[int], spans: SpanRule
 
 
 def _watched(spans: SpanRule | None) -> set[int]:
-    """The tokens the number rules may refuse: placeholders, and when strict digits and <eos>."""
-    if spans is None:
-        return set()
-    return set(spans.ids) | (set(spans.digits) | {spans.eos_id} if spans.eos_id is not None else set())
+    """The tokens the number rules may refuse: placeholders, and when strict digits."""
+    return set(spans.ids) | set(spans.digits) if spans is not None else set()
 
 
 def _room(max_lens: torch.Tensor, spans: SpanRule | None, prefixes: list[list[int]] | None) -> torch.Tensor:
@@ -219,24 +258,31 @@ def beam_search(model: Seq2Seq, src: torch.Tensor, src_lens: torch.Tensor, bos_i
     max_lens = _room(max_lens.to(device), spans, prefixes)
     caps = max_lens.tolist()
     blockable = spans.blockable if spans else 0
+    digits = torch.tensor(sorted(spans.digits), device=device) if spans and spans.digits else None
+    refusable = len(spans.ids) + 1 if spans else 0  # what the loop below can still pass over, a beam
     for t in range(int(max_lens.max().item()) + 1):
         forcing = prefixes is not None and any(t < len(prefixes[sent]) for sent in alive)
         placing = _placing(spans, alive, history, caps, t) if spans else {}
         width = EVERY if forcing or placing else 2 * k + blockable
+        before, inputs = state, prev
         top, ids, eos, state, _ = model.candidates(prev, state, width, banned_id, eos_id)
+        given = top  # the model's own scores, for a prefix's tokens
+        if digits is not None:  # never written: refused here at once, not one candidate at a time below
+            top = top.masked_fill(torch.isin(ids, digits), float("-inf"))
         if placing:  # a beam with room only for its missing placeholders proposes those alone
             top = _only(top, ids, placing)
         forced = max_lens[alive] <= t
-        top_scores, top_beams, top_tokens = _expand(scores, top, ids, eos, forced, eos_id, k * (2 + blockable))
+        top_scores, top_beams, top_tokens = _expand(scores, top, ids, eos, forced, eos_id, k * (2 + refusable))
         next_scores, next_rows, next_tokens, keep = [], [], [], []
         previous = scores.tolist()
         for i, sent in enumerate(alive):
             new_scores, new_beams, new_tokens, new_history, new_steps = [], [], [], [], []
             rank = -1  # among the allowed candidates
+            taken: set[tuple[int, int]] = set()  # (beam, token) continuations already kept
             candidates = zip(top_scores[i].tolist(), top_beams[i].tolist(), top_tokens[i].tolist())
             if prefixes is not None and t < len(prefixes[sent]):  # one live beam takes the prefix's next token
                 token = prefixes[sent][t]
-                log_prob = top[i * k][ids[i * k] == token]
+                log_prob = given[i * k][ids[i * k] == token]
                 candidates = zip([previous[i][0] + float(log_prob[0])], [0], [token])
             for s, beam, token in candidates:
                 if s == float("-inf") or len(new_scores) == k:
@@ -244,6 +290,14 @@ def beam_search(model: Seq2Seq, src: torch.Tensor, src_lens: torch.Tensor, bos_i
                 if spans and spans.blocks(sent, token, history[sent][beam], caps[sent] - t):
                     continue
                 rank += 1
+                if token == eos_id and rank < k and spans and (owed := spans.missing(sent, history[sent][beam])):
+                    # it would end owing numbers: it writes the most likely of them instead, at its own score
+                    log_prob, token = _owed_instead(model, inputs, before, {i * k + beam: owed}, banned_id,
+                                                    eos_id)[i * k + beam]
+                    s = previous[i][beam] + log_prob
+                    if (beam, token) in taken:
+                        continue
+                taken.add((beam, token))
                 step = steps[sent][beam] + [s - previous[i][beam]]
                 if token == eos_id:
                     if rank < k:  # only an <eos> among the k best ends a hypothesis

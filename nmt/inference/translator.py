@@ -28,11 +28,14 @@ from nmt.data.protected_numbers import Number, SpanRule
 from nmt.data.tokenizer import Tokenizer, WordTokenizer, legacy_form
 from nmt.data.vocab import EOS, Vocab
 from nmt.errors import NmtError
+from nmt.inference.ensemble import Ensemble
 from nmt.inference.onnx_engine import OnnxSeq2Seq, engine_device, load_engine, map_batches, torch_threads
+from nmt.inference.sampling import Sampling
+from nmt.inference.sampling import sample as sampled
 from nmt.inference.search import Hypothesis, beam_search, forced, greedy, hypothesis
 from nmt.inference.words import alignment, text_words, word_scores, words_of
 from nmt.model import Seq2Seq
-from nmt.model.checkpoint import LoadedModel, load_model
+from nmt.model.checkpoint import LoadedModel, load_models
 
 logger = logging.getLogger(__name__)
 
@@ -183,12 +186,13 @@ def output_caps(src_lens: torch.Tensor, cfg: DecodeConfig) -> torch.Tensor:
 
 
 class Translator:
-    def __init__(self, model: Seq2Seq | OnnxSeq2Seq, src_vocab: Vocab, tgt_vocab: Vocab, cfg: DecodeConfig,
+    def __init__(self, model: Seq2Seq | OnnxSeq2Seq | Ensemble, src_vocab: Vocab, tgt_vocab: Vocab, cfg: DecodeConfig,
                  device: torch.device, tokenizer: Tokenizer | None = None):
         self.model, self.src_vocab, self.tgt_vocab = model, src_vocab, tgt_vocab
         self.cfg, self.device = cfg, device
         self.tokenizer = tokenizer or WordTokenizer()
         self.banned_id = tgt_vocab.unk_id if self.tokenizer.ban_unk else None
+        self.sampling: Sampling | None = None  # a call's `sample` when it gives none (`nmt translate --sample`)
 
     @classmethod
     def load(cls, checkpoint: str | None = None, device: str | torch.device = "auto",
@@ -197,40 +201,48 @@ class Translator:
         decoding `batch_size` sentences at a time with `engine` (torch, onnx, onnx-fp32: see nmt.load);
         `strict_numbers` False lets search drop numbers or write digits (default: decode.strict_numbers)."""
         device = engine_device(engine, device)
-        return cls.from_loaded(load_model(checkpoint, device), device, batch_size, engine, strict_numbers)
+        return cls.from_loaded(load_models(checkpoint, device), device, batch_size, engine, strict_numbers)
 
     @classmethod
     def from_loaded(cls, loaded: LoadedModel, device: torch.device, batch_size: int | None = None,
                     engine: str = "torch", strict_numbers: bool | None = None) -> Translator:
         chosen = {"batch_size": batch_size, "strict_numbers": strict_numbers}
         cfg = dataclasses.replace(loaded.cfg.decode, **{key: v for key, v in chosen.items() if v is not None})
-        model = loaded.model.to(device).eval() if engine == "torch" else load_engine(loaded.path, engine)
+        models = [member.model.to(device).eval() if engine == "torch" else load_engine(member.path, engine)
+                  for member in loaded.members or [loaded]]
+        model = Ensemble(models, loaded.weights, cfg.ensemble) if loaded.members else models[0]
         return cls(model, loaded.src_vocab, loaded.tgt_vocab, cfg, device, loaded.tokenizer)
 
     def translate(self, texts: str | Sequence[str], beam: int | None = None, tokenized: bool = False,
-                  first_line: int = 1, prefix: str | Sequence[str] | None = None) -> str | list[str]:
+                  first_line: int = 1, prefix: str | Sequence[str] | None = None,
+                  sample: Sampling | None = None) -> str | list[str]:
         """A sentence (or a list of them) in, its best translation's text out; empty in, empty out.
         `beam` 1 is greedy search (default: the checkpoint's decode.beam_size); `tokenized` gives
         the legacy lowercased, tokenized form; `first_line` numbers texts[0] in warnings; each
-        output starts with `prefix` (one for all, or one per text), tokenized as the target is."""
+        output starts with `prefix` (one for all, or one per text), tokenized as the target is;
+        with `sample`, each output is drawn from the model's distribution instead (beam unused)."""
         if isinstance(texts, str):
-            return self.translate([texts], beam, tokenized, first_line, prefix)[0]
-        return [t.tokenized if tokenized else t.text for t in self.translations(texts, beam, first_line, prefix)]
+            return self.translate([texts], beam, tokenized, first_line, prefix, sample)[0]
+        return [t.tokenized if tokenized else t.text
+                for t in self.translations(texts, beam, first_line, prefix, sample)]
 
     def translations(self, texts: Sequence[str], beam: int | None = None, first_line: int = 1,
-                     prefix: str | Sequence[str] | None = None) -> list[Translation]:
+                     prefix: str | Sequence[str] | None = None, sample: Sampling | None = None) -> list[Translation]:
         """The best `Translation` of each text, in input order (an empty one for an empty text)."""
         return [hyps[0] if hyps else Translation("", "", float("nan"), [])
-                for hyps in self.nbest(texts, 1, beam, first_line, prefix)]
+                for hyps in self.nbest(texts, 1, beam, first_line, prefix, sample)]
 
     def nbest(self, texts: str | Sequence[str], n: int = 1, beam: int | None = None,
-              first_line: int = 1, prefix: str | Sequence[str] | None = None) -> list[list[Translation]]:
+              first_line: int = 1, prefix: str | Sequence[str] | None = None,
+              sample: Sampling | None = None) -> list[list[Translation]]:
         """Up to `n` translations of each text, best first ([] for an empty text); beam search
-        with a beam of at least `n`. `first_line` numbers texts[0] in the warnings."""
+        with a beam of at least `n`, or with `sample`, n drawn samples (best first by their score).
+        `first_line` numbers texts[0] in the warnings."""
         texts = [texts] if isinstance(texts, str) else texts
         sources, numbers = protected_sources(self.tokenizer, texts)
         prefixes = prefix_ids(self.tokenizer, self.tgt_vocab, prefix, len(texts))
-        searched = self._search(self.tokenizer.source_tokens(sources), beam, n, first_line, numbers, prefixes)
+        searched = self._search(self.tokenizer.source_tokens(sources), beam, n, first_line, numbers, prefixes,
+                                sample)
         return [[translation(self.tokenizer, self.tgt_vocab.decode(h.tokens), h, found) for h in hyps]
                 for hyps, found in zip(searched, numbers)]
 
@@ -241,7 +253,7 @@ class Translator:
         return score_given(self, [texts] if single else texts, [outputs] if single else outputs)  # type: ignore
 
     def translate_stream(self, lines: Iterable[str], beam: int | None = None, chunk_size: int | None = None,
-                         tokenized: bool = False) -> Iterator[str]:
+                         tokenized: bool = False, sample: Sampling | None = None) -> Iterator[str]:
         """Translate an arbitrarily long stream in chunks, in order, holding one chunk at a time."""
         chunk_size = chunk_size or 16 * self.cfg.batch_size
         chunk: list[str] = []
@@ -249,11 +261,11 @@ class Translator:
         for line in lines:
             chunk.append(line)
             if len(chunk) == chunk_size:
-                yield from self.translate(chunk, beam, tokenized, first_line)
+                yield from self.translate(chunk, beam, tokenized, first_line, sample=sample)
                 first_line += len(chunk)
                 chunk = []
         if chunk:
-            yield from self.translate(chunk, beam, tokenized, first_line)
+            yield from self.translate(chunk, beam, tokenized, first_line, sample=sample)
 
     def attention(self, text: str, output: Sequence[str] | None = None, beam: int | None = None) -> Attention:
         """The attention weights behind the translation of `text` (its search: `beam`, default
@@ -270,23 +282,25 @@ class Translator:
                      [self.tgt_vocab.itos[i] for i in out] + [EOS], weights, numbers)
 
     def _search(self, sources: Sequence[list[str]], beam: int | None, nbest: int, first_line: int,
-                numbers: Sequence[list[Number]], prefixes: list[list[int]] | None) -> list[list[Hypothesis]]:
+                numbers: Sequence[list[Number]], prefixes: list[list[int]] | None,
+                sample: Sampling | None = None) -> list[list[Hypothesis]]:
         """Token lists in; up to `nbest` scored hypotheses each, in input order ([] for an empty one).
         Batches are of sources sorted by length, which keeps padding low."""
-        beam = max(beam or self.cfg.beam_size, nbest)
+        beam, sample = max(beam or self.cfg.beam_size, nbest), sample or self.sampling
         strict = self.tgt_vocab.eos_id if self.cfg.strict_numbers else None
         results: list[list[Hypothesis]] = [[] for _ in sources]
         order = sorted((i for i, s in enumerate(sources) if s), key=lambda i: len(sources[i]))
         batches = [order[start: start + self.cfg.batch_size] for start in range(0, len(order), self.cfg.batch_size)]
         decoded = map_batches(self.model, lambda indices: self._decode(
             sources, indices, beam, nbest, first_line, rule(self.tokenizer, [numbers[i] for i in indices], strict),
-            None if prefixes is None else [prefixes[i] for i in indices]), batches)
+            None if prefixes is None else [prefixes[i] for i in indices], sample), batches)
         for i, hyps in zip(itertools.chain(*batches), itertools.chain(*decoded)):
             results[i] = hyps
         return results
 
     def _decode(self, sources: Sequence[list[str]], indices: list[int], beam: int, nbest: int,
-                first_line: int, spans: SpanRule | None, prefixes: list[list[int]] | None) -> list[list[Hypothesis]]:
+                first_line: int, spans: SpanRule | None, prefixes: list[list[int]] | None,
+                sample: Sampling | None = None) -> list[list[Hypothesis]]:
         ids = [source_ids(sources[i], self.src_vocab, self.cfg.max_input_len, first_line + i) for i in indices]
         src = pad(ids, self.src_vocab.pad_id).to(self.device)
         src_lens = torch.tensor([len(x) for x in ids], device=self.device)
@@ -294,6 +308,8 @@ class Translator:
         if prefixes is not None:  # room for the prefix and as much after it as any output gets
             caps = torch.maximum(caps, torch.tensor([len(p) for p in prefixes], device=caps.device)
                                  + self.cfg.max_output_extra)
+        if sample is not None:
+            return self._sample(src, src_lens, caps, nbest, spans, prefixes, sample)
         if beam == 1:
             scores: list[list[float]] = []
             outputs, _ = greedy(self.model, src, src_lens, bos, eos, caps, banned_id=self.banned_id, scores=scores,
@@ -301,3 +317,17 @@ class Translator:
             return [[hypothesis(o, sum(s), self.cfg.length_penalty, s)] for o, s in zip(outputs, scores)]
         return beam_search(self.model, src, src_lens, bos, eos, caps, beam, self.cfg.length_penalty, nbest,
                            self.banned_id, spans, prefixes)
+
+    def _sample(self, src: torch.Tensor, src_lens: torch.Tensor, caps: torch.Tensor, n: int, spans: SpanRule | None,
+                prefixes: list[list[int]] | None, sample: Sampling) -> list[list[Hypothesis]]:
+        """`n` samples of each row: the batch repeated n times, drawn at once, grouped back."""
+        rows = torch.arange(src.shape[0], device=src.device).repeat_interleave(n)
+        if spans is not None:
+            spans = dataclasses.replace(spans, counts=[c for c in spans.counts for _ in range(n)])
+        repeated = None if prefixes is None else [p for p in prefixes for _ in range(n)]
+        scores: list[list[float]] = []
+        outputs = sampled(self.model, src[rows], src_lens[rows], self.tgt_vocab.bos_id, self.tgt_vocab.eos_id,
+                          caps[rows], sample, self.banned_id, scores, spans, repeated)
+        drawn = [hypothesis(o, sum(s), self.cfg.length_penalty, s) for o, s in zip(outputs, scores)]
+        return [sorted(drawn[i * n:(i + 1) * n], key=lambda h: h.normalized, reverse=True)
+                for i in range(src.shape[0])]

@@ -8,12 +8,13 @@ from __future__ import annotations
 
 import json
 import logging
+import math
 import os
 import pickle
 import shutil
 import tempfile
 import zipfile
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -127,6 +128,17 @@ class LoadedModel:
     path: Path
     state: dict[str, Any]
     tokenizer: Tokenizer
+    # An ensemble (`-c A+B`): every member (the fields above are the first's) and their weights.
+    members: list[LoadedModel] = field(default_factory=list)
+    weights: list[float] = field(default_factory=list)
+
+    @property
+    def name(self) -> str:
+        """How results name it: the checkpoint, or an ensemble's members joined by '+'."""
+        if not self.members:
+            return str(self.path)
+        weighted = len(set(self.weights)) > 1
+        return "+".join(f"{m.path}:{w:g}" if weighted else str(m.path) for m, w in zip(self.members, self.weights))
 
 
 def prepare_run_dir(out: Path | None, config_path: Path, runs_dir: Path = RUNS_DIR) -> Path:
@@ -170,9 +182,10 @@ def resolve_checkpoint(checkpoint: str | Path | None, runs_dir: Path = RUNS_DIR)
     return path
 
 
-def read_checkpoint(path: Path) -> dict[str, Any]:
+def read_checkpoint(path: Path, mmap: bool = False) -> dict[str, Any]:
+    """A checkpoint's dict; with `mmap`, its tensors are read from the file only where used."""
     try:
-        state = torch.load(path, map_location="cpu", weights_only=True)
+        state = torch.load(path, map_location="cpu", weights_only=True, mmap=mmap)
     except pickle.UnpicklingError as e:
         first = str(e).strip().splitlines()[0] if str(e).strip() else "unsafe content"
         raise CheckpointError(f"{path}: refused to load: not a plain nmt checkpoint ({first[:200]})") from None
@@ -206,6 +219,66 @@ def load_model(checkpoint: str | Path | None, device: torch.device = torch.devic
                               f"({detail[1].strip() if len(detail) > 1 else detail[0]})") from None
     model.to(device).eval()
     return LoadedModel(model, cfg, src_vocab, tgt_vocab, path, state, tokenizer)
+
+
+def ensemble_members(spec: str | Path | None) -> list[tuple[str, float | None]] | None:
+    """`-c A+B` (an ensemble; `A:2+B:1` weighs its members) as [(A, None), (B, None)]; None for one
+    checkpoint (a path that exists is one, whatever its name holds)."""
+    if spec is None or "+" not in str(spec) or Path(spec).exists():
+        return None
+    members = []
+    for part in str(spec).split("+"):
+        path, _, weight = part.rpartition(":")
+        if not path or Path(part).exists():  # no weight given (or a path with a colon in it)
+            members.append((part, None))
+            continue
+        try:
+            value = float(weight)
+        except ValueError:
+            raise NmtError(f"ensemble member {part!r}: the weight after ':' must be a positive number "
+                           f"(e.g. -c runs/a:2+runs/b:1)") from None
+        if not (value > 0 and math.isfinite(value)):
+            raise NmtError(f"ensemble member {part!r}: the weight must be a positive number (got {weight})")
+        members.append((path, value))
+    if not all(path for path, _ in members):
+        raise NmtError(f"-c {spec}: an ensemble is runs or checkpoints joined by '+', e.g. -c runs/a+runs/b")
+    if len({weight is None for _, weight in members}) > 1:
+        raise NmtError(f"-c {spec}: give every member of the ensemble a weight, or none (e.g. runs/a:2+runs/b:1)")
+    return members
+
+
+def load_models(spec: str | Path | None, device: torch.device = torch.device("cpu")) -> LoadedModel:
+    """`load_model` of one checkpoint, or of every member of an ensemble (`-c A+B`), checked to
+    share the tokenizer and vocabularies; members may differ in anything else."""
+    members = ensemble_members(spec)
+    if members is None:
+        return load_model(spec, device)
+    loaded = [load_model(path, device) for path, _ in members]
+    for other in loaded[1:]:
+        if difference := vocabulary_difference(loaded[0], other):
+            raise CheckpointError(f"{loaded[0].path} and {other.path} cannot decode as one ensemble: {difference}")
+    for member in loaded:  # their weights are in the models now: keep only what describes them
+        member.state = {key: value for key, value in member.state.items() if key not in ("model", "optimizer", "ema")}
+    weights = [1.0 if weight is None else weight for _, weight in members]
+    return replace(loaded[0], members=loaded, weights=weights)
+
+
+def vocabulary_difference(a: LoadedModel, b: LoadedModel) -> str:
+    """What keeps two models from sharing one search: a difference in direction, tokenizer or
+    vocabularies ('' when there is none)."""
+    for what, x, y in (("translation direction", (a.tokenizer.source_lang, a.tokenizer.target_lang),
+                        (b.tokenizer.source_lang, b.tokenizer.target_lang)),
+                       ("tokenizer", a.tokenizer.kind, b.tokenizer.kind),
+                       ("data.protect", a.cfg.data.protect, b.cfg.data.protect)):
+        if x != y:
+            return f"their {what} differs ({x} vs {y})"
+    for side, x, y in (("source", a.src_vocab, b.src_vocab), ("target", a.tgt_vocab, b.tgt_vocab)):
+        if x.itos != y.itos:
+            return (f"their {side} vocabularies differ ({len(x.itos):,} vs {len(y.itos):,} entries); an ensemble's "
+                    f"models must share the tokenizer and vocabularies (train them on one prepared corpus)")
+    if getattr(a.tokenizer, "models", None) != getattr(b.tokenizer, "models", None):
+        return "their subword models differ (the same pieces, cut differently); train them on one prepared corpus"
+    return ""
 
 
 def resume_target(run: Path | None, overrides: list[str]) -> tuple[Config, Path, dict[str, Any]]:

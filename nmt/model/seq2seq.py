@@ -41,13 +41,19 @@ class Seq2Seq(nn.Module):
         distribution is renormalized without it). Beam search needs no more than the 2 * beam
         best of each row, so the (rows, vocab) distribution never leaves this function (nor, in
         the ONNX export, ONNX Runtime). `k` may be a 0-dim tensor (a graph input, when exported)."""
+        log_probs, state, weights = self.next_log_probs(prev_ids, state, banned_id)
+        top, ids = log_probs.topk(min(k, log_probs.shape[-1]) if isinstance(k, int) else k, dim=-1)
+        return top, ids, log_probs[:, eos_id], state, weights
+
+    def next_log_probs(self, prev_ids: torch.Tensor, state: DecoderState, banned_id: int | None
+                       ) -> tuple[torch.Tensor, DecoderState, torch.Tensor]:
+        """One decoding step: the whole next-token distribution (rows, vocab) as log-probabilities
+        (renormalized without `banned_id`), the new state and the attention weights."""
         logits, state, weights = self.decoder.decode_step(prev_ids, state)
         logits = logits.float()
         if banned_id is not None:  # (the ONNX export has it in the output bias instead)
             logits[:, banned_id] = float("-inf")
-        log_probs = logits.log_softmax(-1)
-        top, ids = log_probs.topk(min(k, log_probs.shape[-1]) if isinstance(k, int) else k, dim=-1)
-        return top, ids, log_probs[:, eos_id], state, weights
+        return logits.log_softmax(-1), state, weights
 
     def forward(self, src: torch.Tensor, src_lens: torch.Tensor, tgt_in: torch.Tensor,
                 positions: torch.Tensor | None = None) -> torch.Tensor | CopyScores:

@@ -28,7 +28,7 @@ from nmt.errors import NmtError
 from nmt.inference.onnx_engine import engine_device
 from nmt.inference.translator import Translator
 from nmt.inference.words import pharaoh, words_of
-from nmt.model.checkpoint import LoadedModel, load_model
+from nmt.model.checkpoint import LoadedModel, load_models
 from nmt.serving.request_queue import BatchingQueue, Options, QueueFull, Result
 
 logger = logging.getLogger(__name__)
@@ -264,7 +264,8 @@ def create_app(translator: Translator, settings: ServeSettings, info: dict[str, 
 def server_info(loaded: LoadedModel, device_name: str, engine: str = "torch") -> dict[str, Any]:
     progress = loaded.state.get("progress") or {}
     best = progress.get("best") or {}
-    return {"run": str(loaded.path.parent), "checkpoint": str(loaded.path), "step": progress.get("step"),
+    return {"run": str(loaded.path.parent), "checkpoint": loaded.name, "step": progress.get("step"),
+            "ensemble": [str(m.path) for m in loaded.members] or None,
             "val_bleu": best.get("val_bleu"), "device": device_name, "engine": engine,
             "precision": "int8" if engine == "onnx" else "fp32",
             "trained_in": loaded.cfg.train.precision, "tokenizer": loaded.tokenizer.kind,
@@ -297,12 +298,12 @@ def run_server(checkpoint: str | None, device_name: str, host: str, port: int, s
     import uvicorn
 
     device = engine_device(engine, device_name)
-    loaded = load_model(checkpoint, device)
+    loaded = load_models(checkpoint, device)
     translator = Translator.from_loaded(loaded, device, engine=engine, strict_numbers=strict_numbers)
     app = create_app(translator, settings, server_info(loaded, str(device), engine))
     sock = bind(host, port)
     bound = sock.getsockname()[1]
-    logger.info("serving %s on http://%s:%d/ (API docs at /docs); Ctrl-C stops", loaded.path, host, bound)
+    logger.info("serving %s on http://%s:%d/ (API docs at /docs); Ctrl-C stops", loaded.name, host, bound)
     server = uvicorn.Server(uvicorn.Config(app, log_level="warning", access_log=False, timeout_graceful_shutdown=30))
     # uvicorn shuts down gracefully on SIGINT/SIGTERM, then raises the signal again for the handler
     # it found: this one notes it, so a requested stop exits 0 instead of dying by the signal.

@@ -11,6 +11,7 @@ Loose is the rule before: placeholders at most once each, digits free, <eos> whe
 from __future__ import annotations
 
 import argparse
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -24,9 +25,11 @@ from nmt.hardware import cpu_flags, cpu_name, resolve_device  # noqa: E402
 from nmt.model.checkpoint import load_model  # noqa: E402
 
 
-def figure(lines: list[str], start: str) -> str:
-    """The text after `start` on the first line that begins with it ('' when none does)."""
-    return next((line[len(start):].strip() for line in lines if line.startswith(start)), "")
+def figure(lines: list[str], start: str, pattern: str) -> str:
+    """The first match of `pattern` on the first line beginning with `start` ('' when none)."""
+    line = next((line for line in lines if line.startswith(start)), "")
+    found = re.search(pattern, line)
+    return " ".join(found.groups()) if found else ""
 
 
 def main() -> None:
@@ -56,11 +59,15 @@ def main() -> None:
             comparison = compare(results, test, loaded.tokenizer.target_lang)
             print("\n".join(comparison), flush=True)
             for result in results:
-                rows.append((name, beam, result.name, figure(result.lines, f"{search_name(beam)}: "),
-                             figure(result.lines, "numbers copied:"), figure(result.lines, "numbers invented:"),
-                             figure(result.lines, "decoded ")))
-            rows.append((name, beam, "strict vs loose", comparison[-2].split(": ", 1)[1], "", "", ""))
-    print("\n| test set | search | rule | scores | numbers copied | numbers invented | decoding |")
+                rows.append((name, search_name(beam), result.name,
+                             figure(result.lines, f"{search_name(beam)}: ", r"BLEU ([\d.]+) \| chrF ([\d.]+)"),
+                             figure(result.lines, "numbers copied:", r"([\d,]+ of [\d,]+)"),
+                             figure(result.lines, "numbers invented:", r"([\d,]+ of [\d,]+)"),
+                             figure(result.lines, "decoded ", r"\(([\d,.]+) sent/s\)")))
+            differences = re.findall(r"difference ([-+][\d.]+), p = ([\d.]+)", comparison[-2])
+            rows.append((name, search_name(beam), "strict - loose", " / ".join(f"{d} (p = {p})" for d, p in differences),
+                         "", "", ""))
+    print("\n| test set | search | rule | BLEU chrF | numbers copied | numbers invented | sent/s |")
     print("|---|---|---|---|---|---|---|")
     for row in rows:
         print("| " + " | ".join(str(cell) for cell in row) + " |")

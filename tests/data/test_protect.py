@@ -7,8 +7,7 @@ import re
 
 import pytest
 import torch
-import yaml
-from conftest import TINY, toy_lines, write_corpus_zip
+from conftest import TINY, toy_lines, train_protected_model
 
 from nmt.config import ModelConfig, config_from_dict
 from nmt.data.protected_numbers import MAX_SPANS, PLACEHOLDERS, SpanProtector, SpanRule
@@ -76,6 +75,8 @@ def test_a_sentence_with_more_numbers_than_placeholders_keeps_them_all_as_text()
     (SpanProtector("en", "de"), "It costs 3.5 dollars.", "Es kostet ⦅N1⦆ Dollar.", "Es kostet 3.5 Dollar."),
     (EN_FR, "She is 12.", "Elle a ⦅N1⦆ ans, ⦅N2⦆ mois.", "Elle a 12 ans, mois."),  # no number for ⦅N2⦆
     (EN_FR, "2 by 3", "⦅N1⦆⦅N2⦆ fois", "2 3 fois"),  # side by side, never one number "23"
+    (EN_FR, "In 1939 and 1914.", "En la⦅N1⦆.⦅N2⦆", "En la 1939. 1914"),  # never part of a word
+    (EN_FR, "It is 12% (5 kg).", "C'est ⦅N1⦆% (⦅N2⦆ kg).", "C'est 12% (5 kg)."),  # what may touch a number
 ])
 def test_restored_in_the_targets_conventions(protector, source, output, restored):
     _, numbers = protector.protect_source(source)
@@ -142,23 +143,7 @@ def test_search_writes_only_the_sentences_own_placeholders_once_each(search):
 
 @pytest.fixture(scope="module")
 def protected_run(tmp_path_factory):
-    """A tiny subword model with data.protect, trained on the toy corpus plus "I have N cats." for
-    150 numbers."""
-    from typer.testing import CliRunner
-
-    from nmt.cli import app
-
-    root = tmp_path_factory.mktemp("protect")
-    rng = random.Random(1)
-    numbered = [f"I have {n} cats.\tJ'ai {n} chats." for n in rng.sample(range(10, 1000), 150)]
-    corpus = write_corpus_zip(root / "toy.zip", toy_lines() + numbered)
-    config = root / "c.yaml"
-    data = {**TINY["data"], "tokenizer": "subword", "vocab_size": 340, "max_len": 24, "protect": True}
-    config.write_text(yaml.safe_dump({**TINY, "data": data, "train": {**TINY["train"], "epochs": 12}}))
-    result = CliRunner().invoke(app, ["train", str(config), "--data", str(corpus), "--out", str(root / "run"),
-                                      "--quiet"])
-    assert result.exit_code == 0, result.output
-    return root / "run"
+    return train_protected_model(tmp_path_factory.mktemp("protect"))
 
 
 UNSEEN = ["I have 73154 cats.", "I have 3.5 cats.", "I have 12,500 cats.", "I have 7:45 cats."]

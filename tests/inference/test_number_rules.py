@@ -2,47 +2,26 @@
 through the source's placeholders, ends no hypothesis while one is missing, and still finishes
 within the length cap; sentences without numbers decode as they did."""
 
-import random
 import re
 
 import pytest
 import torch
-import yaml
-from conftest import TINY, toy_lines, write_corpus_zip
+from conftest import toy_lines, train_protected_model
+from helpers.number_models import (
+    BOS,
+    DIGIT_IDS,
+    EOS,
+    IDS,
+    VOCAB,
+    WORDS,
+    biased_model,
+    placeholders_written,
+    sources,
+    strict,
+)
 
-from nmt.config import ModelConfig
 from nmt.data.protected_numbers import PLACEHOLDERS, SpanRule
-from nmt.data.vocab import SPECIALS, Vocab
 from nmt.inference.search import beam_search, greedy
-from nmt.model import build_model
-
-DIGITS = [str(d) for d in range(10)] + ["▁1", "1er"]
-VOCAB = Vocab(list(SPECIALS) + list(PLACEHOLDERS) + DIGITS + [f"w{i}" for i in range(8)])
-IDS = {VOCAB.stoi[p]: i for i, p in enumerate(PLACEHOLDERS)}
-DIGIT_IDS = frozenset(VOCAB.stoi[d] for d in DIGITS)
-WORDS = [VOCAB.stoi[f"w{i}"] for i in range(8)]
-BOS, EOS = VOCAB.bos_id, VOCAB.eos_id
-
-
-def biased_model(**bias: float):
-    """A real model whose output layer prefers some tokens: 'digits', 'eos' or 'placeholders'."""
-    torch.manual_seed(0)
-    model = build_model(ModelConfig(embed_size=8, hidden_size=16, num_layers=1), VOCAB, VOCAB).eval()
-    with torch.no_grad():
-        for name, value in bias.items():
-            ids = {"digits": DIGIT_IDS, "eos": [EOS], "placeholders": IDS}[name]
-            for token in ids:
-                model.decoder.out.bias[token] += value
-    return model
-
-
-def strict(counts: list[int]) -> SpanRule:
-    return SpanRule(IDS, counts, DIGIT_IDS, EOS)
-
-
-def sources(rows: int) -> tuple[torch.Tensor, torch.Tensor]:
-    src = torch.tensor([[WORDS[i % 8], WORDS[(i + 3) % 8], EOS] for i in range(rows)])
-    return src, torch.full((rows,), 3)
 
 
 def decode(model, counts, search, caps, nbest=1, prefixes=None, spans=None):
@@ -54,10 +33,6 @@ def decode(model, counts, search, caps, nbest=1, prefixes=None, spans=None):
         return [[o] for o in greedy(model, src, lens, BOS, EOS, caps, spans=spans, prefixes=prefixes)[0]]
     found = beam_search(model, src, lens, BOS, EOS, caps, 4, nbest=nbest, spans=spans, prefixes=prefixes)
     return [[h.tokens for h in hyps] for hyps in found]
-
-
-def placeholders_written(output: list[int]) -> list[int]:
-    return sorted(IDS[t] for t in output if t in IDS)
 
 
 @pytest.mark.parametrize("search", ["greedy", "beam"])
@@ -83,6 +58,7 @@ def test_a_model_that_prefers_to_stop_still_places_every_placeholder(search):
         assert outputs
         for output in outputs:
             assert placeholders_written(output) == list(range(count)) and len(output) <= 8, output
+        assert len(outputs[0]) == count  # its <eos> became the numbers it owed: nothing else was written
 
 
 @pytest.mark.parametrize("search", ["greedy", "beam"])
@@ -118,8 +94,8 @@ def test_a_prefix_with_digits_is_honoured(search):
 def test_the_rule_tells_what_it_refuses():
     rule = strict([2])
     n1, n2, n3 = (VOCAB.stoi[p] for p in PLACEHOLDERS[:3])
-    assert rule.blocks(0, VOCAB.stoi["7"], [], None) and rule.blocks(0, EOS, [n1], None)
-    assert not rule.blocks(0, EOS, [n2, n1], None) and rule.blocks(0, n3, [], None)
+    assert rule.blocks(0, VOCAB.stoi["7"], [], None) and rule.blocks(0, n3, [], None)
+    assert rule.missing(0, [n1]) == [n2] and rule.missing(0, [n2, n1]) == []  # <eos> now: n2 written first
     assert rule.blocks(0, n1, [n1], None)  # once each
     assert rule.blocks(0, WORDS[0], [n1], room=1) and not rule.blocks(0, n2, [n1], room=1)  # no room left
     assert not rule.blocks(0, WORDS[0], [n1], room=2)
@@ -129,21 +105,7 @@ def test_the_rule_tells_what_it_refuses():
 
 @pytest.fixture(scope="module")
 def protected_run(tmp_path_factory):
-    """The tiny subword model with data.protect of test_protect.py, exported for ONNX Runtime."""
-    from typer.testing import CliRunner
-
-    from nmt.cli import app
-
-    root = tmp_path_factory.mktemp("strict")
-    rng = random.Random(1)
-    numbered = [f"I have {n} cats.\tJ'ai {n} chats." for n in rng.sample(range(10, 1000), 150)]
-    corpus = write_corpus_zip(root / "toy.zip", toy_lines() + numbered)
-    config = root / "c.yaml"
-    data = {**TINY["data"], "tokenizer": "subword", "vocab_size": 340, "max_len": 24, "protect": True}
-    config.write_text(yaml.safe_dump({**TINY, "data": data, "train": {**TINY["train"], "epochs": 12}}))
-    args = ["train", str(config), "--data", str(corpus), "--out", str(root / "run"), "--quiet"]
-    assert CliRunner().invoke(app, args).exit_code == 0
-    return root / "run"
+    return train_protected_model(tmp_path_factory.mktemp("strict"))
 
 
 def engines(run) -> list[str]:

@@ -1,0 +1,70 @@
+"""Ensembles: several models that share a tokenizer and vocabularies decode as one.
+
+At every step each model scores the next token from its own state, and search ranks the tokens
+by the combination of their distributions: the weighted mean of the log-probabilities (as
+OpenNMT-py and Marian combine; `decode.ensemble: log_prob`) or the log of the weighted mean
+probability (as fairseq does; `prob`). An `Ensemble` offers search what a model offers (`encode`
+and `candidates`), so greedy and beam search, n-best lists, prefixes, number rules, forced
+scoring and the attention view work unchanged, with either engine behind each member.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import torch
+
+COMBINATIONS = ("log_prob", "prob")
+
+
+@dataclass(frozen=True)
+class EnsembleState:
+    parts: tuple  # one decoder state per member
+
+    def select(self, index: torch.Tensor) -> EnsembleState:
+        return EnsembleState(tuple(part.select(index) for part in self.parts))
+
+
+def next_token_log_probs(model, prev_ids: torch.Tensor, state, banned_id: int | None, eos_id: int):
+    """A member's whole next-token distribution (rows, vocab) as log-probabilities, its new state
+    and its attention: the PyTorch model gives it as it is; the ONNX engine's graph gives its k best,
+    with k the vocabulary here, put back in vocabulary order."""
+    if hasattr(model, "next_log_probs"):
+        return model.next_log_probs(prev_ids, state, banned_id)
+    top, ids, _, state, weights = model.candidates(prev_ids, state, 1 << 30, banned_id, eos_id)
+    return torch.empty_like(top).scatter_(1, ids, top), state, weights
+
+
+class Ensemble:
+    def __init__(self, models: Sequence, weights: Sequence[float] | None = None, combine: str = "log_prob"):
+        if combine not in COMBINATIONS:
+            raise ValueError(f"decode.ensemble must be one of {COMBINATIONS} (got {combine!r})")
+        weights = list(weights) if weights else [1.0] * len(models)
+        total = sum(weights)
+        self.models, self.combine = list(models), combine
+        self.weights = [w / total for w in weights]
+        self.log_weights = torch.tensor([math.log(w) for w in self.weights])
+
+    def encode(self, src: torch.Tensor, src_lens: torch.Tensor) -> EnsembleState:
+        return EnsembleState(tuple(model.encode(src, src_lens) for model in self.models))
+
+    def candidates(self, prev_ids: torch.Tensor, state: EnsembleState, k: int, banned_id: int | None, eos_id: int
+                   ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, EnsembleState, torch.Tensor]:
+        """`Seq2Seq.candidates` of the combined distribution; the attention is the members' weighted
+        mean (each member's weights sum to 1 over the source, so the mean does too)."""
+        log_probs, states, attention = [], [], None
+        for model, part, weight in zip(self.models, state.parts, self.weights):
+            lp, new, weights = next_token_log_probs(model, prev_ids, part, banned_id, eos_id)
+            log_probs.append(lp.float())
+            states.append(new)
+            attention = weight * weights.float() if attention is None else attention + weight * weights.float()
+        stacked = torch.stack(log_probs)  # (models, rows, vocab)
+        log_weights = self.log_weights.to(stacked.device)[:, None, None]
+        if self.combine == "prob":
+            combined = torch.logsumexp(stacked + log_weights, dim=0)
+        else:  # a banned token's -inf times a weight stays -inf; 0 * -inf never happens (weights > 0)
+            combined = (stacked * log_weights.exp()).sum(0)
+        top, ids = combined.topk(min(k, combined.shape[-1]), dim=-1)
+        return top, ids, combined[:, eos_id], EnsembleState(tuple(states)), attention

@@ -1,0 +1,121 @@
+"""Sampling (`nmt translate --sample`, `translate(..., sample=Sampling(...))`): draws from the model's
+distribution, cut by top-k and top-p and shaped by the temperature, reproducibly from a seed,
+under the same number rules and prefixes as search."""
+
+import pytest
+import torch
+from conftest import train_toy_model
+from helpers.number_models import BOS, DIGIT_IDS, EOS, WORDS, biased_model, placeholders_written, sources, strict
+from typer.testing import CliRunner
+
+import nmt
+from nmt.cli import app
+from nmt.errors import NmtError
+from nmt.inference.sampling import Sampling, sample, truncated
+from nmt.inference.search import greedy
+
+
+def draw(model, rows, sampling, spans=None, prefixes=None, cap=8):
+    src, lens = sources(rows)
+    scores = []
+    outputs = sample(model, src, lens, BOS, EOS, torch.full((rows,), cap), sampling, scores=scores, spans=spans,
+                     prefixes=prefixes)
+    return outputs, scores
+
+
+def test_top_k_one_is_greedy_search():
+    model = biased_model()
+    src, lens = sources(6)
+    for spans in (None, strict([0, 1, 2, 0, 3, 1])):
+        greedy_scores = []
+        expected = greedy(model, src, lens, BOS, EOS, torch.full((6,), 8), scores=greedy_scores, spans=spans)[0]
+        outputs, scores = draw(model, 6, Sampling(top_k=1, seed=5), spans)
+        assert outputs == expected
+        assert [s for row in scores for s in row] == pytest.approx([s for row in greedy_scores for s in row])
+
+
+def test_a_seed_draws_the_same_samples_again_and_another_seed_others():
+    model = biased_model()
+    first, again, other = (draw(model, 16, Sampling(seed=seed))[0] for seed in (1, 1, 2))
+    assert first == again and first != other
+
+
+def test_top_p_keeps_the_smallest_set_of_tokens_reaching_p():
+    log_probs = torch.tensor([[0.5, 0.3, 0.15, 0.05]]).log()
+    assert truncated(log_probs.clone(), Sampling(top_p=0.8))[0].tolist() == pytest.approx([0.625, 0.375, 0, 0])
+    assert truncated(log_probs.clone(), Sampling(top_p=0.81))[0].tolist() == pytest.approx(
+        [0.5 / 0.95, 0.3 / 0.95, 0.15 / 0.95, 0])
+    assert truncated(log_probs.clone(), Sampling(top_p=0.5))[0].tolist() == pytest.approx([1, 0, 0, 0])
+    assert truncated(log_probs.clone(), Sampling(top_k=2))[0].tolist() == pytest.approx([0.625, 0.375, 0, 0])
+
+
+def test_temperature_sharpens_below_one_and_flattens_above():
+    p = torch.tensor([[0.5, 0.3, 0.15, 0.05]])
+    for temperature, expected in ((0.5, p ** 2), (2.0, p ** 0.5), (1.0, p)):
+        assert truncated(p.log(), Sampling(temperature=temperature))[0].tolist() == pytest.approx(
+            (expected / expected.sum())[0].tolist())
+    counts = torch.zeros(4)
+    generator = torch.Generator().manual_seed(0)
+    for _ in range(4000):  # and the draws follow the distribution
+        counts[torch.multinomial(truncated(p.log(), Sampling()), 1, generator=generator)] += 1
+    assert (counts / 4000).tolist() == pytest.approx(p[0].tolist(), abs=0.03)
+
+
+def test_samples_follow_the_number_rules_and_prefixes():
+    model = biased_model(digits=30.0, eos=20.0)
+    counts = [0, 2, 3, 1]
+    prefix = [[VOCAB_ONE, WORDS[0]], [], [WORDS[1]], []]
+    for seed in range(5):
+        outputs, _ = draw(model, 4, Sampling(seed=seed), strict(counts), prefix)
+        for output, count, forced in zip(outputs, counts, prefix):
+            assert output[:len(forced)] == forced
+            assert not DIGIT_IDS & set(output[len(forced):]) and placeholders_written(output) == list(range(count))
+
+
+VOCAB_ONE = sorted(DIGIT_IDS)[1]
+
+
+@pytest.fixture(scope="module")
+def run(tmp_path_factory):
+    return train_toy_model(tmp_path_factory.mktemp("sampling"), epochs=3)["run"]
+
+
+def test_sampling_from_python_and_the_command_line(run):
+    model = nmt.load(run)
+    texts = ["I see a cat.", "We like green tea again."]
+    drawn = model.nbest(texts, n=3, sample=Sampling(top_k=5, seed=3))
+    assert [len(hyps) for hyps in drawn] == [3, 3]
+    assert all(hyps[0].score >= hyps[-1].score for hyps in drawn)
+    assert model.translate(texts, sample=Sampling(top_k=5, seed=3)) == model.translate(
+        texts, sample=Sampling(top_k=5, seed=3))
+    result = CliRunner().invoke(app, ["translate", "-c", str(run), "--sample", "--top-k", "5", "--seed", "3",
+                                      "--nbest", "3", *texts])
+    assert result.exit_code == 0 and len(result.stdout.splitlines()) == 6, result.output
+
+
+def test_sampling_decodes_alike_with_both_engines(run):
+    pytest.importorskip("onnxruntime")
+    from nmt.inference.onnx_export import export_run
+
+    export_run(run)
+    texts = ["I see a cat.", "She has the house today.", "We like green tea again."] * 3
+    for sampling in (Sampling(top_k=4, seed=1), Sampling(top_p=0.9, temperature=0.7, seed=2)):
+        assert nmt.load(run, engine="onnx-fp32").translate(texts, sample=sampling) == nmt.load(run).translate(
+            texts, sample=sampling)
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--top-k", "5"], "--top-k shapes sampling: add --sample"),
+    (["--seed", "2"], "--seed shapes sampling: add --sample"),
+    (["--sample", "--beam", "3"], "leave out --beam"),
+    (["--sample", "--top-p", "0"], "--top-p must be in (0, 1]"),
+    (["--sample", "--temperature", "0"], "--temperature must be positive"),
+])
+def test_bad_sampling_options_are_one_line(run, args, message):
+    result = CliRunner().invoke(app, ["translate", "-c", str(run), *args, "Go."])
+    assert result.exit_code == 1 and message in result.output and result.output.count("\n") == 1, result.output
+
+
+def test_sampling_options_are_checked_in_python_too():
+    with pytest.raises(NmtError, match="--top-k"):
+        Sampling(top_k=-1)

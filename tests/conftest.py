@@ -124,3 +124,10 @@ def train_protected_model(root: Path, epochs: int = 12, seed: int = 3, model: di
     result = CliRunner().invoke(app, ["train", str(config), "--data", str(corpus), "--out", str(root / name), "--quiet"])
     assert result.exit_code == 0, result.output
     return root / name
+
+
+@pytest.fixture(scope="session")
+def protected_run(tmp_path_factory) -> Path:
+    """One tiny data.protect model for the whole session (the tests only read it; each exports it
+    or copies it as it needs)."""
+    return train_protected_model(tmp_path_factory.mktemp("protect"))

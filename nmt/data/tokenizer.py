@@ -161,10 +161,19 @@ class SubwordTokenizer:
         return {self.tgt.piece_to_id(p): i for i, p in enumerate(PLACEHOLDERS)}
 
     def _digit_ids(self) -> frozenset[int]:
-        """The target pieces that hold a digit (placeholders aside): what strict search never writes."""
-        placeholders = set(PLACEHOLDERS)
-        return frozenset(i for i in range(self.tgt.get_piece_size())
-                         if (piece := self.tgt.id_to_piece(i)) not in placeholders and any(c.isdigit() for c in piece))
+        """The target pieces whose text holds a digit (placeholders aside): what strict search never
+        writes. A byte-fallback piece is its byte (<0x31> is "1"), not its name; a byte past ASCII is
+        part of a longer character, never a digit alone."""
+        placeholders, ids = set(PLACEHOLDERS), set()
+        for i in range(self.tgt.get_piece_size()):
+            piece = self.tgt.id_to_piece(i)
+            if piece in placeholders or self.tgt.is_control(i) or self.tgt.is_unknown(i):
+                continue
+            byte = int(piece[3:-1], 16) if self.tgt.is_byte(i) else None
+            text = piece if byte is None else chr(byte) if byte < 0x80 else ""
+            if any(c.isdigit() for c in text):
+                ids.add(i)
+        return frozenset(ids)
 
     @classmethod
     def train(cls, src_texts: Iterable[str], tgt_texts: Iterable[str], vocab_size: int,

@@ -7,7 +7,7 @@ import re
 
 import pytest
 import torch
-from conftest import TINY, toy_lines, train_protected_model
+from conftest import TINY, toy_lines
 
 from nmt.config import ModelConfig, config_from_dict
 from nmt.data.protected_numbers import MAX_SPANS, PLACEHOLDERS, SpanProtector, SpanRule
@@ -103,6 +103,18 @@ def test_placeholders_are_one_piece_each_on_both_sides():
     assert all(p in vocab.stoi for vocab in tokenizer.vocabularies() for p in PLACEHOLDERS)
 
 
+def test_the_digit_pieces_strict_search_refuses_are_those_whose_text_holds_a_digit():
+    lines = [line.split("\t") for line in toy_lines()]
+    numbered = [(f"I have {n} cats.", f"J'ai {n} chats, le {n}e.") for n in range(10, 400, 7)]
+    src, tgt = EN_FR.protect_pairs(*zip(*(lines + numbered)))
+    tokenizer = SubwordTokenizer.train(src, tgt, 400, "bpe", split_digits=True, protect=True)
+    pieces = {tokenizer.tgt.id_to_piece(i) for i in tokenizer.protector.digit_ids}
+    assert {str(d) for d in range(10)} | {f"<0x{0x30 + d:02X}>" for d in range(10)} <= pieces
+    assert all(any(c.isdigit() for c in p) for p in pieces if not p.startswith("<0x"))
+    assert not {p for p in pieces if p.startswith("<0x") and not "<0x30>" <= p <= "<0x39>"}  # ò's bytes spell on
+    assert not pieces & set(PLACEHOLDERS)
+
+
 def test_protect_needs_subwords():
     with pytest.raises(ConfigError, match="data.protect needs data.tokenizer: subword"):
         config_from_dict({**TINY, "data": {**TINY["data"], "protect": True}})
@@ -139,11 +151,6 @@ def test_search_writes_only_the_sentences_own_placeholders_once_each(search):
     for output, count in zip(outputs, counts):
         written = [IDS[t] for t in output if t in IDS]
         assert sorted(written) == list(range(count)), (output, count)  # each of its own, once: it is eager
-
-
-@pytest.fixture(scope="module")
-def protected_run(tmp_path_factory):
-    return train_protected_model(tmp_path_factory.mktemp("protect"))
 
 
 UNSEEN = ["I have 73154 cats.", "I have 3.5 cats.", "I have 12,500 cats.", "I have 7:45 cats."]

@@ -6,7 +6,7 @@ import re
 
 import pytest
 import torch
-from conftest import toy_lines, train_protected_model
+from conftest import toy_lines
 from helpers.number_models import (
     BOS,
     DIGIT_IDS,
@@ -101,11 +101,6 @@ def test_the_rule_tells_what_it_refuses():
     assert not rule.blocks(0, WORDS[0], [n1], room=2)
     loose = SpanRule(IDS, [2])
     assert not loose.blocks(0, VOCAB.stoi["7"], []) and not loose.blocks(0, EOS, [])
-
-
-@pytest.fixture(scope="module")
-def protected_run(tmp_path_factory):
-    return train_protected_model(tmp_path_factory.mktemp("strict"))
 
 
 def engines(run) -> list[str]:

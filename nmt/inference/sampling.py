@@ -6,13 +6,14 @@ random_sampling_topk/topp/temp, Marian's --output-sampling)."""
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 
 import torch
 
 from nmt.data.protected_numbers import SpanRule
 from nmt.errors import NmtError
-from nmt.inference.search import EVERY, greedy
+from nmt.inference.search import EVERY, Hypothesis, greedy, hypothesis
 from nmt.model import Seq2Seq
 
 
@@ -100,3 +101,18 @@ def sample(model: Seq2Seq, src: torch.Tensor, src_lens: torch.Tensor, bos_id: in
     generator seeded with `sampling.seed`, so the same batch draws the same samples again."""
     return greedy(model, src, src_lens, bos_id, eos_id, max_lens, banned_id=banned_id, scores=scores, spans=spans,
                   prefixes=prefixes, choose=Draw(sampling, src.device))[0]
+
+
+def samples(model: Seq2Seq, src: torch.Tensor, src_lens: torch.Tensor, bos_id: int, eos_id: int,
+            max_lens: torch.Tensor, n: int, sampling: Sampling, banned_id: int | None, spans: SpanRule | None,
+            prefixes: list[list[int]] | None, length_penalty: float) -> list[list[Hypothesis]]:
+    """`n` samples of each row, best first by their score: the batch repeated n times, drawn at once."""
+    rows = torch.arange(src.shape[0], device=src.device).repeat_interleave(n)
+    if spans is not None:
+        spans = dataclasses.replace(spans, counts=[c for c in spans.counts for _ in range(n)])
+    repeated = None if prefixes is None else [p for p in prefixes for _ in range(n)]
+    scores: list[list[float]] = []
+    outputs = sample(model, src[rows], src_lens[rows], bos_id, eos_id, max_lens[rows], sampling, banned_id, scores,
+                     spans, repeated)
+    drawn = [hypothesis(o, sum(s), length_penalty, s) for o, s in zip(outputs, scores)]
+    return [sorted(drawn[i * n:(i + 1) * n], key=lambda h: h.normalized, reverse=True) for i in range(src.shape[0])]

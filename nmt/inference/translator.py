@@ -30,8 +30,7 @@ from nmt.data.vocab import EOS, Vocab
 from nmt.errors import NmtError
 from nmt.inference.ensemble import Ensemble
 from nmt.inference.onnx_engine import OnnxSeq2Seq, engine_device, load_engine, map_batches, torch_threads
-from nmt.inference.sampling import Sampling
-from nmt.inference.sampling import sample as sampled
+from nmt.inference.sampling import Sampling, samples
 from nmt.inference.search import Hypothesis, beam_search, forced, greedy, hypothesis
 from nmt.inference.words import alignment, text_words, word_scores, words_of
 from nmt.model import Seq2Seq
@@ -291,43 +290,33 @@ class Translator:
         results: list[list[Hypothesis]] = [[] for _ in sources]
         order = sorted((i for i, s in enumerate(sources) if s), key=lambda i: len(sources[i]))
         batches = [order[start: start + self.cfg.batch_size] for start in range(0, len(order), self.cfg.batch_size)]
-        decoded = map_batches(self.model, lambda indices: self._decode(
-            sources, indices, beam, nbest, first_line, rule(self.tokenizer, [numbers[i] for i in indices], strict),
+        decoded = map_batches(self.model, lambda indices: decode_batch(
+            self, sources, indices, beam, nbest, first_line,
+            rule(self.tokenizer, [numbers[i] for i in indices], strict),
             None if prefixes is None else [prefixes[i] for i in indices], sample), batches)
         for i, hyps in zip(itertools.chain(*batches), itertools.chain(*decoded)):
             results[i] = hyps
         return results
 
-    def _decode(self, sources: Sequence[list[str]], indices: list[int], beam: int, nbest: int,
-                first_line: int, spans: SpanRule | None, prefixes: list[list[int]] | None,
-                sample: Sampling | None = None) -> list[list[Hypothesis]]:
-        ids = [source_ids(sources[i], self.src_vocab, self.cfg.max_input_len, first_line + i) for i in indices]
-        src = pad(ids, self.src_vocab.pad_id).to(self.device)
-        src_lens = torch.tensor([len(x) for x in ids], device=self.device)
-        caps, bos, eos = output_caps(src_lens, self.cfg), self.tgt_vocab.bos_id, self.tgt_vocab.eos_id
-        if prefixes is not None:  # room for the prefix and as much after it as any output gets
-            caps = torch.maximum(caps, torch.tensor([len(p) for p in prefixes], device=caps.device)
-                                 + self.cfg.max_output_extra)
-        if sample is not None:
-            return self._sample(src, src_lens, caps, nbest, spans, prefixes, sample)
-        if beam == 1:
-            scores: list[list[float]] = []
-            outputs, _ = greedy(self.model, src, src_lens, bos, eos, caps, banned_id=self.banned_id, scores=scores,
-                                spans=spans, prefixes=prefixes)
-            return [[hypothesis(o, sum(s), self.cfg.length_penalty, s)] for o, s in zip(outputs, scores)]
-        return beam_search(self.model, src, src_lens, bos, eos, caps, beam, self.cfg.length_penalty, nbest,
-                           self.banned_id, spans, prefixes)
 
-    def _sample(self, src: torch.Tensor, src_lens: torch.Tensor, caps: torch.Tensor, n: int, spans: SpanRule | None,
-                prefixes: list[list[int]] | None, sample: Sampling) -> list[list[Hypothesis]]:
-        """`n` samples of each row: the batch repeated n times, drawn at once, grouped back."""
-        rows = torch.arange(src.shape[0], device=src.device).repeat_interleave(n)
-        if spans is not None:
-            spans = dataclasses.replace(spans, counts=[c for c in spans.counts for _ in range(n)])
-        repeated = None if prefixes is None else [p for p in prefixes for _ in range(n)]
+def decode_batch(translator: Translator, sources: Sequence[list[str]], indices: list[int], beam: int, nbest: int,
+                 first_line: int, spans: SpanRule | None, prefixes: list[list[int]] | None,
+                 sample: Sampling | None = None) -> list[list[Hypothesis]]:
+    """One batch of `sources` (those at `indices`) searched (greedy, beam) or sampled."""
+    t, cfg = translator, translator.cfg
+    ids = [source_ids(sources[i], t.src_vocab, cfg.max_input_len, first_line + i) for i in indices]
+    src = pad(ids, t.src_vocab.pad_id).to(t.device)
+    src_lens = torch.tensor([len(x) for x in ids], device=t.device)
+    caps, bos, eos = output_caps(src_lens, cfg), t.tgt_vocab.bos_id, t.tgt_vocab.eos_id
+    if prefixes is not None:  # room for the prefix and as much after it as any output gets
+        caps = torch.maximum(caps, torch.tensor([len(p) for p in prefixes], device=caps.device) + cfg.max_output_extra)
+    if sample is not None:
+        return samples(t.model, src, src_lens, bos, eos, caps, nbest, sample, t.banned_id, spans, prefixes,
+                       cfg.length_penalty)
+    if beam == 1:
         scores: list[list[float]] = []
-        outputs = sampled(self.model, src[rows], src_lens[rows], self.tgt_vocab.bos_id, self.tgt_vocab.eos_id,
-                          caps[rows], sample, self.banned_id, scores, spans, repeated)
-        drawn = [hypothesis(o, sum(s), self.cfg.length_penalty, s) for o, s in zip(outputs, scores)]
-        return [sorted(drawn[i * n:(i + 1) * n], key=lambda h: h.normalized, reverse=True)
-                for i in range(src.shape[0])]
+        outputs, _ = greedy(t.model, src, src_lens, bos, eos, caps, banned_id=t.banned_id, scores=scores,
+                            spans=spans, prefixes=prefixes)
+        return [[hypothesis(o, sum(s), cfg.length_penalty, s)] for o, s in zip(outputs, scores)]
+    return beam_search(t.model, src, src_lens, bos, eos, caps, beam, cfg.length_penalty, nbest, t.banned_id,
+                       spans, prefixes)

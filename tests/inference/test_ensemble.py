@@ -106,6 +106,23 @@ def test_every_command_takes_an_ensemble(runs, tmp_path):
     assert "paired bootstrap resampling against " + name in evaluated.stdout
 
 
+def test_the_server_serves_an_ensemble(runs):
+    pytest.importorskip("fastapi")
+    from fastapi.testclient import TestClient
+
+    from nmt.model.checkpoint import load_models
+    from nmt.serving.server import ServeSettings, create_app, server_info
+
+    spec = f"{runs[0]}+{runs[1]}"
+    loaded = load_models(spec)
+    app_ = create_app(Translator.from_loaded(loaded, torch.device("cpu")), ServeSettings(),
+                      server_info(loaded, "cpu"))
+    with TestClient(app_) as client:
+        assert client.get("/health").json()["ensemble"] == [str(runs[0] / "best.pt"), str(runs[1] / "best.pt")]
+        answer = client.post("/translate", json={"text": "I have 42 cats.", "scores": True}).json()
+        assert answer["translations"][0]["tgt"] == nmt.load(spec).translate("I have 42 cats.")
+
+
 @pytest.mark.parametrize("spec, message", [
     ("{a}+{missing}", "checkpoint not found"),
     ("{a}:2+{b}", "give every member of the ensemble a weight, or none"),

@@ -11,7 +11,8 @@ target number takes the placeholder of the source number of the same value; a pa
 do not match one to one (12 translated as "douze") keeps its text, so number words are still learnt.
 
 Search lets each output use a placeholder of its source at most once (`SpanRule`), so no number
-that is not in the source is ever printed from a placeholder.
+that is not in the source is ever printed from a placeholder; strict (decode.strict_numbers), it
+also writes each of them exactly once and no digit of its own.
 """
 
 from __future__ import annotations
@@ -235,8 +236,7 @@ class SpanRule:
 
     def refused(self, sentence: int, output: Sequence[int]) -> set[int]:
         """Every token `sentence` may not write next after `output` (room aside: see `must_place`)."""
-        refused = {token for token, index in self.ids.items() if index >= self.counts[sentence] or token in output}
-        return refused | self.digits if self.strict else refused
+        return {token for token in (*self.ids, *self.digits) if self.blocks(sentence, token, output)}
 
     def blocks(self, sentence: int, token: int, output: Sequence[int], room: int | None = None) -> bool:
         """Whether `sentence`, having written `output` with `room` tokens left before its cap (None:

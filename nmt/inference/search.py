@@ -241,9 +241,11 @@ def beam_search(model: Seq2Seq, src: torch.Tensor, src_lens: torch.Tensor, bos_i
     or when its hypotheses reach the sentence's cap in `max_lens` (then they must end).
     Returns up to `nbest` hypotheses per sentence, best first. With k = 1 this is greedy search.
     A candidate the number rules `spans` refuse is passed over: each beam proposes 2k + B (B: the
-    most candidates the rules can refuse it, `SpanRule.blockable`) and a sentence keeps 2k + kB, so
-    2k allowed ones remain; a beam with room left only for its missing placeholders proposes those
-    alone, from the whole vocabulary, so every sentence finishes within its cap.
+    most candidates the rules can refuse it, `SpanRule.blockable`); digit pieces are refused at once
+    (-inf), and a sentence keeps 2k + k(P + 1) of the rest (P placeholders, and an <eos> a beam owing
+    numbers turns into one of them), so 2k allowed ones remain; a beam with room left only for its
+    missing placeholders proposes those alone, from the whole vocabulary, so every sentence finishes
+    within its cap.
     A sentence's `prefixes` tokens are forced first, on its one live beam (scored by the model).
     """
     batch, k, device = src.shape[0], beam_size, src.device

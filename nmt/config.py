@@ -21,6 +21,7 @@ from nmt.errors import ConfigError
 D2L_URL = "http://d2l-data.s3-accelerate.amazonaws.com/fra-eng.zip"
 D2L_SHA1 = "94646ad1522d915e7b0f9296181140edcf86a4f5"
 ATTENTION_TYPES = ("additive", "dot")
+ATTENTION_QUERIES = ("previous", "current")
 DEVICES = ("auto", "cpu", "cuda")
 PRECISIONS = ("auto", "fp32", "bf16")
 LR_SCHEDULES = ("constant", "plateau", "linear")
@@ -127,6 +128,9 @@ class ModelConfig:
     bidirectional: bool = False  # encoder reads both ways, hidden_size / 2 per direction
     bridge: bool = False  # learned layer from the encoder's final state to the decoder's initial one
     input_feeding: bool = False  # the last attentional output is fed back into the decoder LSTM
+    attention_query: str = "previous"  # previous: each step attends from the LSTM's previous state and reads
+    # the context (Bahdanau, the seed's design); current: the LSTM steps first and attends from its new
+    # output (Luong's order, OpenNMT-py's RNN decoder; needs input_feeding)
     tie_embeddings: bool = False  # the output projection shares the target embedding matrix
     share_embeddings: bool = False  # encoder and decoder share one embedding matrix (needs data.joint_vocab)
     copy_attention: bool = False  # a gate mixes in copying source tokens by attention (pointer-generator)
@@ -135,6 +139,10 @@ class ModelConfig:
         _positive("model", embed_size=self.embed_size, hidden_size=self.hidden_size,
                   num_layers=self.num_layers)
         _non_negative("model", init_uniform=self.init_uniform)
+        _one_of("model", ATTENTION_QUERIES, attention_query=self.attention_query)
+        if self.attention_query == "current" and not self.input_feeding:
+            raise ConfigError("model.attention_query: current needs model.input_feeding: true (the attentional "
+                              "output is where the new context meets the LSTM's output)")
         if not 0 <= self.dropout < 1:
             raise ConfigError(f"model.dropout must be in [0, 1) (got {self.dropout})")
         if self.bidirectional and self.hidden_size % 2:

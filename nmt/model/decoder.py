@@ -4,10 +4,13 @@ At each step the query is the top LSTM layer's previous hidden state; the contex
 over the encoder outputs (padding masked); the LSTM reads [context; embedding]; a linear layer
 maps the LSTM output to the target vocabulary.
 
-Two options a user of OpenNMT-py or Joey NMT expects, both off in the seed design:
+Options a user of OpenNMT-py or Joey NMT expects, all off in the seed design:
 - input feeding: an attentional output tanh(W [LSTM output; context]) feeds the projection and
   is also read by the next step's LSTM, so each step knows what the last one attended to;
-- tied embeddings: the output projection reuses the target embedding matrix (Press & Wolf, 2017).
+- tied embeddings: the output projection reuses the target embedding matrix (Press & Wolf, 2017);
+- the query's time (`model.attention_query: current`): the LSTM steps first on [embedding; feed]
+  and attends from its new output, so the context that meets the output is the one this step
+  chose (Luong et al. 2015's order, OpenNMT-py's RNN decoder), not the one the previous state chose.
 
 One function, three arrangements of the LSTM (tests hold them equal): `step` calls nn.LSTM for
 one position (oneDNN on the CPU) or fused LSTM cells (CUDA, and small decoding steps on the CPU);
@@ -79,14 +82,17 @@ def lstm_cells_step(rnn: nn.LSTM, x: torch.Tensor, state: LSTMState) -> tuple[to
 class Decoder(nn.Module):
     def __init__(self, vocab_size: int, embed_size: int, hidden_size: int, num_layers: int,
                  dropout: float = 0.0, attention: str = "additive", pad_id: int = 0,
-                 input_feeding: bool = False, tie_embeddings: bool = False, copy: CopyGate | None = None):
+                 input_feeding: bool = False, tie_embeddings: bool = False, copy: CopyGate | None = None,
+                 attention_query: str = "previous"):
         super().__init__()
         if tie_embeddings and embed_size != hidden_size:
             raise ValueError(f"tied embeddings need embed_size == hidden_size ({embed_size} != {hidden_size})")
         self.embedding = nn.Embedding(vocab_size, embed_size, padding_idx=pad_id)
         self.attention = ATTENTION[attention](hidden_size, hidden_size, hidden_size)
         feed_size = hidden_size if input_feeding else 0
-        self.rnn = nn.LSTM(embed_size + hidden_size + feed_size, hidden_size, num_layers, batch_first=True,
+        self.query_current = attention_query == "current"  # Luong's order: the LSTM reads no context
+        context_size = 0 if self.query_current else hidden_size
+        self.rnn = nn.LSTM(context_size + embed_size + feed_size, hidden_size, num_layers, batch_first=True,
                            dropout=dropout if num_layers > 1 else 0.0)
         self.attentional = nn.Linear(2 * hidden_size, hidden_size, bias=False) if input_feeding else None
         self.out = nn.Linear(hidden_size, vocab_size)
@@ -107,12 +113,12 @@ class Decoder(nn.Module):
     def step(self, emb: torch.Tensor, state: DecoderState
              ) -> tuple[torch.Tensor, DecoderState, torch.Tensor]:
         """One step: emb (batch, embed) -> output (batch, hidden), new state, weights (batch, src_len)."""
-        query = state.hidden[0][-1].unsqueeze(1)  # (batch, 1, hidden): the top layer's last state
-        context, weights = self.attention(query, state.memory, state.memory, mask=state.src_mask,
-                                          prepared_keys=state.prepared_keys)
-        context = context.squeeze(1)  # (batch, hidden)
-        parts = (context, emb) if state.feed is None else (context, emb, state.feed)
-        rnn_input = torch.cat(parts, dim=-1)  # (batch, context + embed [+ feed])
+        if not self.query_current:
+            context, weights = self.attend(state.hidden[0][-1], state)  # from the top layer's last state
+            parts = (context, emb) if state.feed is None else (context, emb, state.feed)
+        else:
+            parts = (emb, state.feed)
+        rnn_input = torch.cat(parts, dim=-1)  # (batch, [context +] embed [+ feed])
         use_cells = self.use_cells
         if use_cells is None:
             use_cells = rnn_input.is_cuda or (rnn_input.shape[0] <= CPU_CELLS_MAX_ROWS
@@ -122,10 +128,18 @@ class Decoder(nn.Module):
         else:
             output, hidden = self.rnn(rnn_input.unsqueeze(1), state.hidden)
             output = output.squeeze(1)
+        if self.query_current:
+            context, weights = self.attend(output, state)  # from the new output
         feed = None
         if self.attentional is not None:
             output = feed = torch.tanh(self.attentional(torch.cat((output, context), dim=-1)))
         return output, replace(state, hidden=hidden, feed=feed), weights.squeeze(1)
+
+    def attend(self, query: torch.Tensor, state: DecoderState) -> tuple[torch.Tensor, torch.Tensor]:
+        """query (batch, hidden) -> context (batch, hidden), weights (batch, 1, src_len)."""
+        context, weights = self.attention(query.unsqueeze(1), state.memory, state.memory, mask=state.src_mask,
+                                          prepared_keys=state.prepared_keys)
+        return context.squeeze(1), weights
 
     def project(self, hidden: torch.Tensor) -> torch.Tensor:
         """(rows, hidden) -> (rows, vocab) logits, computed for a padded row count (see above)."""

@@ -4,7 +4,8 @@ It computes the same function as calling `Decoder.step` at every position (a tes
 losses and gradients), with the same weights, but measured faster on an AVX2 CPU:
 - the embedding's share of the first LSTM layer's gates does not depend on the previous step,
   so it is one matrix product for all positions, as Marian does;
-- each step's remaining gate inputs ([context; feed; h] for layer 0, [below; h] above it) meet
+- each step's remaining gate inputs ([context; feed; h] for layer 0, or [feed; h] when the
+  query is the current output, [below; h] above it) meet
   their weights in one product per layer instead of oneDNN's one-step LSTM call, whose set-up
   per call cost about twice its arithmetic;
 - activations are kept features-first, (hidden, batch): MKL ran W @ x^T 20-40% faster than
@@ -36,10 +37,12 @@ def unrolled(decoder: nn.Module, emb: torch.Tensor, memory: torch.Tensor, prepar
     (batch, tgt_len, src_len), as `Decoder.forward`'s loop of steps gives them."""
     rnn, hidden_size = decoder.rnn, decoder.rnn.hidden_size
     batch, steps, embed = emb.shape
-    weight = rnn.weight_ih_l0  # its columns read [context; embedding; feed]
-    context_cols, feed_cols = weight[:, :hidden_size], weight[:, hidden_size + embed:]
+    current = decoder.query_current  # Luong's order: attention after the LSTM, whose input holds no context
+    weight = rnn.weight_ih_l0  # its columns read [context; embedding; feed], or [embedding; feed]
+    first = 0 if current else hidden_size
+    context_cols, feed_cols = weight[:, :first], weight[:, first + embed:]
     # (4 * hidden, steps, batch): every position's embedding share of layer 0's gates, both biases added.
-    emb_gates = torch.addmm((rnn.bias_ih_l0 + rnn.bias_hh_l0)[:, None], weight[:, hidden_size:hidden_size + embed],
+    emb_gates = torch.addmm((rnn.bias_ih_l0 + rnn.bias_hh_l0)[:, None], weight[:, first:first + embed],
                             emb.transpose(0, 1).reshape(steps * batch, embed).t()).view(-1, steps, batch)
     # Each layer's weights for the inputs that change every step, side by side: one product a step.
     layer_weights = [torch.cat((context_cols, feed_cols, rnn.weight_hh_l0), 1)]
@@ -51,17 +54,25 @@ def unrolled(decoder: nn.Module, emb: torch.Tensor, memory: torch.Tensor, prepar
     c = [x.t() for x in hidden[1].unbind(0)]
     feed = None if feed is None else feed.t()
     outputs, attention = [], []
-    for t in range(steps):
-        context, weights = decoder.attention(h[-1].t().unsqueeze(1), memory, memory, mask=src_mask,
+    def attend(query: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:  # (hidden, batch) -> context likewise
+        context, weights = decoder.attention(query.t().unsqueeze(1), memory, memory, mask=src_mask,
                                              prepared_keys=prepared_keys)
-        context = context.squeeze(1).t()  # (hidden, batch)
-        below = torch.cat((context, h[0]) if feed is None else (context, feed, h[0]), 0)
+        return context.squeeze(1).t(), weights
+
+    for t in range(steps):
+        if current:
+            below = torch.cat((feed, h[0]), 0)
+        else:
+            context, weights = attend(h[-1])
+            below = torch.cat((context, h[0]) if feed is None else (context, feed, h[0]), 0)
         h[0], c[0] = lstm_gates(torch.addmm(emb_gates[:, t], layer_weights[0], below), c[0])
         for layer in range(1, rnn.num_layers):
             x = F.dropout(h[layer - 1], rnn.dropout, decoder.training) if rnn.dropout else h[layer - 1]
             gates = torch.addmm(layer_biases[layer], layer_weights[layer], torch.cat((x, h[layer]), 0))
             h[layer], c[layer] = lstm_gates(gates, c[layer])
         output = h[-1]
+        if current:
+            context, weights = attend(output)
         if decoder.attentional is not None:
             output = feed = torch.tanh(decoder.attentional.weight @ torch.cat((output, context), 0))
         outputs.append(output)

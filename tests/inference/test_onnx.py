@@ -148,7 +148,8 @@ def random_checkpoint(tmp_path: Path, model: dict) -> Path:
     {"bidirectional": True, "input_feeding": True, "tie_embeddings": True},
     {"attention": "dot", "num_layers": 1},
     {"copy_attention": True, "bridge": True, "bidirectional": True},
-], ids=["default-options", "dot-one-layer", "copy-bridge"])
+    {"bidirectional": True, "input_feeding": True, "tie_embeddings": True, "attention_query": "current"},
+], ids=["default-options", "dot-one-layer", "copy-bridge", "luong-order"])
 def test_fp32_export_of_other_model_options_decodes_as_torch(tmp_path, model):
     checkpoint = random_checkpoint(tmp_path, model)
     export_run(checkpoint)

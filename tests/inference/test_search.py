@@ -84,8 +84,9 @@ def test_scores_are_the_models_log_probs_and_grow_with_the_beam():
     assert improved >= 5  # the cases do exercise the beam: it beats greedy on several of them
 
 
-@pytest.mark.parametrize("options", [{}, dict(bidirectional=True, bridge=True, input_feeding=True)],
-                         ids=["seed", "options"])
+@pytest.mark.parametrize("options", [{}, dict(bidirectional=True, bridge=True, input_feeding=True),
+                                     dict(input_feeding=True, attention_query="current")],
+                         ids=["seed", "options", "luong-order"])
 def test_batched_beam_equals_one_sentence_at_a_time(options):
     """Beam search reorders and prunes rows of the decoder state (input feeding's too)."""
     model = _model(7, **options)

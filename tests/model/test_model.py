@@ -12,7 +12,9 @@ VOCAB = Vocab(list(SPECIALS) + [f"w{i}" for i in range(20)])
 
 # The seed design, and every model option on at once (tying needs embed_size == hidden_size).
 VARIANTS = {"seed": {},
-            "options": dict(embed_size=16, bidirectional=True, bridge=True, input_feeding=True, tie_embeddings=True)}
+            "options": dict(embed_size=16, bidirectional=True, bridge=True, input_feeding=True, tie_embeddings=True),
+            "luong-order": dict(embed_size=16, bidirectional=True, input_feeding=True, tie_embeddings=True,
+                                attention_query="current")}
 variants = pytest.mark.parametrize("options", VARIANTS.values(), ids=VARIANTS.keys())
 
 
@@ -187,8 +189,12 @@ def test_small_inference_steps_take_the_cells_path_on_cpu(monkeypatch):
 
 @pytest.mark.parametrize("options", [{}, dict(embed_size=16, bidirectional=True, input_feeding=True, tie_embeddings=True),
                                      dict(num_layers=1, input_feeding=True), dict(num_layers=3, attention="dot"),
-                                     dict(input_feeding=True, copy_attention=True)],
-                         ids=["seed", "options", "one-layer", "three-layers-dot", "copy"])
+                                     dict(input_feeding=True, copy_attention=True),
+                                     dict(embed_size=16, bidirectional=True, input_feeding=True, tie_embeddings=True,
+                                          attention_query="current"),
+                                     dict(num_layers=3, attention="dot", input_feeding=True, attention_query="current")],
+                         ids=["seed", "options", "one-layer", "three-layers-dot", "copy", "luong-order",
+                              "luong-three-layers-dot"])
 def test_unrolled_training_loop_gives_the_step_loops_loss_and_gradients(options):
     """Teacher forcing on the CPU takes nmt/model/unrolled.py; pinned to the per-step loop
     (nn.LSTM, or fused cells), the same batch gives the same loss and gradients."""

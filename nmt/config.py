@@ -51,6 +51,42 @@ def _one_of(section: str, choices: tuple[str, ...], **values: str) -> None:
 
 
 @dataclass(frozen=True)
+class CorpusSpec:
+    """One training corpus of a mix: "PATH[:WEIGHT[:TAG]]" (a weight of 2 draws each pair twice an
+    epoch, 0.5 a random half; a tag is put before each source as one reserved piece)."""
+    path: str
+    weight: float = 1.0
+    tag: str | None = None
+
+    @classmethod
+    def parse(cls, spec: str, where: str = "--data") -> CorpusSpec:
+        if not isinstance(spec, str) or not spec.strip():
+            raise ConfigError(f"{where}: expected PATH[:WEIGHT[:TAG]] (got {spec!r})")
+        parts = spec.rsplit(":", 2)  # from the right: a path may hold colons of its own
+        if len(parts) == 3 and _is_number(parts[1]):
+            return cls(parts[0], float(parts[1]), parts[2] or None).checked(spec, where)
+        if len(parts) >= 2 and _is_number(parts[-1]):
+            return cls(spec.rsplit(":", 1)[0], float(parts[-1])).checked(spec, where)
+        return cls(spec).checked(spec, where)
+
+    def checked(self, spec: str, where: str) -> CorpusSpec:
+        if self.weight <= 0:
+            raise ConfigError(f"{where} {spec!r}: the weight must be > 0 (got {self.weight:g})")
+        if self.tag is not None and (any(c.isspace() for c in self.tag) or self.tag.startswith("⦅")):
+            raise ConfigError(f"{where} {spec!r}: a tag is one token without spaces, such as <bt> "
+                              f"(got {self.tag!r})")
+        return self
+
+
+def _is_number(text: str) -> bool:
+    try:
+        float(text)
+    except ValueError:
+        return False
+    return True
+
+
+@dataclass(frozen=True)
 class DataConfig:
     path: str | None = None  # a zip, a tab-separated file, or PREFIX of PREFIX.<src_lang> + PREFIX.<tgt_lang>
     url: str = D2L_URL
@@ -80,6 +116,10 @@ class DataConfig:
     drop_overlap: bool = True  # drop training pairs whose source is also in data.valid or data.test
     protect: bool = False  # subword: numbers become placeholders the model moves and the translator
     # restores exactly, in the target's conventions (nmt/data/protected_numbers.py)
+    weight: float = 1.0  # how often an epoch draws each training pair of `path`: 2 twice, 0.5 a random half
+    corpora: list[str] = field(default_factory=list)  # more training corpora, each "PATH[:WEIGHT[:TAG]]":
+    # only their training split trains; TAG (e.g. <bt>) is one reserved source piece put before each of
+    # their sources (tagged back-translation). The vocabularies are learned from `path` alone.
 
     def __post_init__(self) -> None:
         _positive("data", min_freq=self.min_freq, vocab_size=self.vocab_size, subword_sample=self.subword_sample)
@@ -105,6 +145,22 @@ class DataConfig:
                               "a SentencePiece model)")
         if self.src_lang == self.tgt_lang:
             raise ConfigError(f"data.src_lang and data.tgt_lang must differ (both {self.src_lang!r})")
+        _positive("data", weight=self.weight)
+        specs = self.corpus_specs()
+        if specs and (self.subword_sampling or self.copy_augment):
+            raise ConfigError("data.subword_sampling and data.copy_augment re-segment one corpus; with "
+                              "data.corpora set them to 0")
+        if self.tags() and (self.tokenizer != "subword" or self.joint_vocab):
+            raise ConfigError("a corpus tag needs data.tokenizer: subword without data.joint_vocab (the tag is "
+                              "a reserved piece of the source model alone, so the decoder can never write it)")
+
+    def corpus_specs(self) -> list[CorpusSpec]:
+        """data.corpora, parsed."""
+        return [CorpusSpec.parse(spec, "data.corpora") for spec in self.corpora]
+
+    def tags(self) -> list[str]:
+        """The corpora's tags, each once, in the order given: the reserved source pieces."""
+        return list(dict.fromkeys(spec.tag for spec in self.corpus_specs() if spec.tag))
 
     @property
     def source_lang(self) -> str:
@@ -257,6 +313,8 @@ def _check_type(value: Any, annotation: Any, key: str) -> Any:
             return value
         if option in (str, bool) and type(value) is option:
             return value
+        if typing.get_origin(option) is list and isinstance(value, list) and all(isinstance(v, str) for v in value):
+            return list(value)
     names = " or ".join("null" if o is type(None) else o.__name__ for o in options)
     raise ConfigError(f"{key} must be {names} (got {value!r})")
 

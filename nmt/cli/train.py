@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import json
 import logging
 import sys
 from collections.abc import Iterator
@@ -14,6 +15,8 @@ from tqdm.contrib.logging import logging_redirect_tqdm
 
 from nmt.cli.app import app, logger, setup_logging, user_errors
 from nmt.cli.options import DataOpt, InitFromOpt, NprocOpt, ResumeOpt, SetOpt, TargetArg, TestOpt, ValidOpt
+from nmt.config import CorpusSpec
+from nmt.errors import ConfigError
 
 
 @app.command()
@@ -26,7 +29,10 @@ def train(
     device: Annotated[Optional[str], typer.Option(help="auto, cpu or cuda (default: train.device).")] = None,
     max_minutes: Annotated[Optional[float], typer.Option(
         help="Stop cleanly after this many minutes, keeping the best checkpoint.")] = None,
-    data: DataOpt = None,
+    data: Annotated[Optional[list[str]], typer.Option(
+        "--data", help="The corpus (as `nmt prepare --data`), as PATH[:WEIGHT]; repeat it for more training "
+                       "corpora, each PATH[:WEIGHT[:TAG]] (data.corpora): the first gives the split and the "
+                       "vocabularies.")] = None,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress bar or log lines.")] = False,
     nproc: NprocOpt = 1,
     valid: ValidOpt = None,
@@ -38,14 +44,15 @@ def train(
     from nmt.training.loop import train as run_training
     from nmt.training.stopping import TrainingInterrupted
 
-    overrides = list(set_ or []) + ([f"train.device={device}"] if device is not None else []) + (
+    data_path, corpora = _corpora(data)
+    overrides = list(set_ or []) + corpora + ([f"train.device={device}"] if device is not None else []) + (
         [f"train.max_minutes={max_minutes}"] if max_minutes is not None else []) + (
         [f"data.valid={valid}"] if valid is not None else []) + ([f"data.test={test}"] if test is not None else [])
     setup_logging(quiet)  # finding (or downloading) the corpus may log before training starts
     if nproc > 1:  # bad arguments fail here, in one line, not N times inside torchrun's report
-        job.check_job(target, resume, overrides, data, init_from)
+        job.check_job(target, resume, overrides, data_path, init_from)
         raise typer.Exit(code=distributed.launch(nproc, sys.argv[1:]))
-    started = job.start_job(target, resume, overrides, out, data, init_from)
+    started = job.start_job(target, resume, overrides, out, data_path, init_from)
     quiet = quiet or not started.world.is_main  # rank 0 speaks for the job
     finished = False
     try:
@@ -63,6 +70,18 @@ def train(
         raise typer.Exit(code=130) from None
     finally:
         distributed.shutdown(clean=finished)
+
+
+def _corpora(data: list[str] | None) -> tuple[str | None, list[str]]:
+    """The main corpus's path and the overrides the other --data options make (data.weight, data.corpora)."""
+    if not data:
+        return None, []
+    first = CorpusSpec.parse(data[0])
+    if first.tag:
+        raise ConfigError(f"--data {data[0]}: the first --data is the corpus the split and vocabularies come "
+                          f"from, and is not tagged; put the tag on another --data")
+    return first.path, ([f"data.weight={first.weight}"] if first.weight != 1 else []) + (
+        [f"data.corpora={json.dumps(data[1:])}"] if len(data) > 1 else [])
 
 
 @contextlib.contextmanager

@@ -56,6 +56,8 @@ def shaping_config(cfg: DataConfig) -> dict[str, Any]:
                        drop_overlap=cfg.drop_overlap)
     if cfg.protect:  # likewise
         shaping["protect"] = True
+    if cfg.tags():  # likewise: the source model reserves them
+        shaping["tags"] = cfg.tags()
     return shaping
 
 
@@ -349,7 +351,7 @@ def learn_vocabularies(cfg: DataConfig, out: Path, src_words: Counter, tgt_words
     tokenizer = SubwordTokenizer.train(
         (src.text(i) for i in range(len(src))), (tgt.text(i) for i in range(len(tgt))), cfg.vocab_size,
         cfg.subword_type, cfg.joint_vocab, cfg.source_lang, cfg.target_lang, cfg.split_digits, cfg.subword_sample,
-        cfg.protect)
+        cfg.protect, cfg.tags())
     logger.info("subword model%s (SentencePiece %s, %d pieces%s) learned from %s sentences a side in %.1f s",
                 "" if cfg.joint_vocab else "s", cfg.subword_type, cfg.vocab_size,
                 ", both languages" if cfg.joint_vocab else " a side", f"{min(len(src), cfg.subword_sample):,}",

@@ -125,11 +125,12 @@ SAMPLE_SEED = 1  # the seed of SentencePiece's sample of a large training split:
 
 
 def train_sentencepiece(texts: Iterable[str], vocab_size: int, model_type: str, split_digits: bool = False,
-                        sample_size: int = 0, protect: bool = False) -> bytes:
+                        sample_size: int = 0, protect: bool = False, reserved: Sequence[str] = ()) -> bytes:
     """A SentencePiece model (serialized) whose ids 0-3 are nmt's <pad> <bos> <eos> <unk>, so its
     piece list is the vocabulary as it stands. With `sample_size`, SentencePiece learns from a
     seeded reservoir sample of that many of `texts` (all of them, in order, when fewer). With
-    `protect`, ids 4-12 are the number placeholders, each always one piece."""
+    `protect`, ids 4-12 are the number placeholders, each always one piece; `reserved` (corpus
+    tags) follow them, likewise one piece each."""
     model = io.BytesIO()
     sampling = dict(input_sentence_size=sample_size, shuffle_input_sentence=True) if sample_size else {}
     spm.set_random_generator_seed(SAMPLE_SEED)
@@ -138,7 +139,8 @@ def train_sentencepiece(texts: Iterable[str], vocab_size: int, model_type: str, 
             sentence_iterator=iter(texts), model_writer=model, vocab_size=vocab_size, model_type=model_type,
             character_coverage=1.0, byte_fallback=True, split_digits=split_digits, num_threads=2, **sampling,
             pad_id=0, bos_id=1, eos_id=2, unk_id=3, pad_piece=PAD, bos_piece=BOS, eos_piece=EOS, unk_piece=UNK,
-            hard_vocab_limit=False, minloglevel=2, user_defined_symbols=list(PLACEHOLDERS) if protect else [])
+            hard_vocab_limit=False, minloglevel=2,
+            user_defined_symbols=(list(PLACEHOLDERS) if protect else []) + list(reserved))
     except RuntimeError as e:  # e.g. fewer pieces than the corpus has characters (+ 256 bytes)
         detail = str(e).strip().splitlines()[-1].split("] ", 1)[-1]
         raise ConfigError(f"data.vocab_size={vocab_size}: SentencePiece cannot learn this vocabulary "
@@ -179,18 +181,19 @@ class SubwordTokenizer:
     def train(cls, src_texts: Iterable[str], tgt_texts: Iterable[str], vocab_size: int,
               model_type: str, joint: bool = False, source_lang: str = "en",
               target_lang: str = "fr", split_digits: bool = False, sample_size: int = 0,
-              protect: bool = False) -> SubwordTokenizer:
+              protect: bool = False, tags: Sequence[str] = ()) -> SubwordTokenizer:
         """A model per language, or with `joint` one model learned on both (the same bytes serve
         both sides), so that a name or a number is cut into the same pieces in both languages.
         `split_digits` makes every digit a piece of its own on both sides. The texts are read
         once, as they come; with `sample_size`, each side contributes a seeded sample of that many.
-        `protect` reserves the number placeholders (nmt/data/protected_numbers.py) in both models."""
+        `protect` reserves the number placeholders (nmt/data/protected_numbers.py) in both models;
+        `tags` (the corpora's, e.g. <bt>) are reserved source pieces, which no target model holds."""
         sources = (source_text(t, source_lang) for t in src_texts)
         if joint:
             model = train_sentencepiece(itertools.chain(sources, tgt_texts), vocab_size, model_type, split_digits,
                                         2 * sample_size, protect)
             return cls(model, model, source_lang, target_lang, protect)
-        return cls(train_sentencepiece(sources, vocab_size, model_type, split_digits, sample_size, protect),
+        return cls(train_sentencepiece(sources, vocab_size, model_type, split_digits, sample_size, protect, tags),
                    train_sentencepiece(tgt_texts, vocab_size, model_type, split_digits, sample_size, protect),
                    source_lang, target_lang, protect)
 

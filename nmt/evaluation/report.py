@@ -272,7 +272,13 @@ def compare(results: list[Evaluated], test: TestSet, loaded_target_lang: str) ->
 
 
 def lineage(cfg: Config) -> str:
-    """' | fine-tuned from PATH (sha256 abc123def456)' for a child run (`--init-from`), '' otherwise."""
-    if not cfg.train.init_from:
-        return ""
-    return f" | fine-tuned from {cfg.train.init_from} (sha256 {(cfg.train.init_from_sha256 or '')[:12]})"
+    """' | fine-tuned from PATH (sha256 abc123def456)' for a child run (`--init-from`), and the
+    corpora it trained on with their weights and tags where it had several; '' otherwise."""
+    line = ""
+    if cfg.train.init_from:
+        line += f" | fine-tuned from {cfg.train.init_from} (sha256 {(cfg.train.init_from_sha256 or '')[:12]})"
+    if cfg.data.corpora or cfg.data.weight != 1:
+        corpora = [f"{cfg.data.path or 'the first corpus'} x {cfg.data.weight:g}"]
+        corpora += [f"{c.path} x {c.weight:g}" + (f" (tag {c.tag})" if c.tag else "") for c in cfg.data.corpus_specs()]
+        line += " | trained on " + " + ".join(corpora)
+    return line

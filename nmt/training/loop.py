@@ -37,7 +37,7 @@ from nmt.training.board import Board
 from nmt.training.finetune import Parent
 from nmt.training.measured_precision import settle_precision
 from nmt.training.progress import LossWindow, Progress
-from nmt.training.run_data import TrainingData, load_data
+from nmt.training.run_data import TrainingData, epoch_batches, load_data
 from nmt.training.schedule import LRSchedule
 from nmt.training.step import train_step
 from nmt.training.stopping import Budget, StopSignals, TrainingInterrupted
@@ -197,14 +197,6 @@ def train(cfg: Config, out_dir: Path, data_path: str | None = None, quiet: bool 
             if patience_exhausted(run):
                 break
     return finish(run)
-
-
-def epoch_batches(data: TrainingData, cfg: Config, epoch: int, world: distributed.World) -> list[np.ndarray]:
-    """This rank's batches of `epoch`: drawn from (train.seed, epoch) alone, so a resumed run and
-    every process of a torchrun job rebuild the same without keeping a random state."""
-    rng = np.random.default_rng([cfg.train.seed, epoch])
-    return distributed.epoch_shard(data.train.src_lens, data.train.tgt_lens, cfg.train.batch_size, rng, world,
-                                   cfg.train.batch_tokens)
 
 
 def train_batch(run: Run, indices: np.ndarray, total_steps: int) -> tuple[torch.Tensor | float, int]:

@@ -3,6 +3,7 @@ run's own), the training pairs on disk and their batches, and the validation pai
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import math
 import random
@@ -17,13 +18,14 @@ import yaml
 from nmt.config import Config, DataConfig
 from nmt.data.batches import Batch, Example, TrainingSet, collate, encode_pairs, fits
 from nmt.data.copy_augment import replace_shared, shared_copyable
-from nmt.data.corpus import resolve_corpus
+from nmt.data.corpus import corpus_exists, resolve_corpus
+from nmt.data.corpus_mix import CorpusMix, MixPart
 from nmt.data.indexed import IndexedArray
 from nmt.data.prepare import ensure_prepared
 from nmt.data.prepared_corpus import TRAINING_WORDS, PreparedCorpus
 from nmt.data.tokenizer import SubwordTokenizer, Tokenizer, load_tokenizer
 from nmt.data.vocab import Vocab
-from nmt.errors import NmtError
+from nmt.errors import DataError, NmtError
 from nmt.evaluation.metrics import References, group_references
 from nmt.training import distributed
 
@@ -35,7 +37,7 @@ class TrainingData:
     tokenizer: Tokenizer
     src_vocab: Vocab
     tgt_vocab: Vocab
-    train: TrainingSet  # within data.max_len, in the tokenizer's best segmentation, on disk
+    train: TrainingSet | CorpusMix  # within data.max_len, in the tokenizer's best segmentation, on disk
     valid: list[Example]  # every valid pair: the validation loss
     references: References  # a fixed subset of the valid sources: the validation BLEU
     texts: tuple[IndexedArray, IndexedArray] | None  # the training split's raw text, where re-segmenting needs it
@@ -116,6 +118,8 @@ def load_data(cfg: Config, data_path: str | None, out_dir: Path, resume: dict | 
         raise NmtError(f"no training pair fits data.max_len={cfg.data.max_len}; raise it")
     logger.info("vocab (%s): %d source, %d target types | %s training pairs within data.max_len=%d",
                 cfg.data.tokenizer, len(src_vocab), len(tgt_vocab), f"{len(train):,}", cfg.data.max_len)
+    if cfg.data.corpora or cfg.data.weight != 1:
+        train = corpus_mix(cfg.data, corpus, train, (tokenizer, src_vocab, tgt_vocab), world, quiet)
     if cfg.data.valid:
         logger.info("validating on data.valid %s: %s pairs (overlap with training: %s pair(s)%s)", cfg.data.valid,
                     f"{counts['valid']:,}", f"{counts.get('overlap', 0):,}",
@@ -133,3 +137,47 @@ def load_data(cfg: Config, data_path: str | None, out_dir: Path, resume: dict | 
                         encode_pairs(valid_pairs, src_vocab, tgt_vocab, tokenizer=tokenizer),
                         references.subset([i % every == 0 for i in range(len(references.sources))]),
                         texts, cfg.data, corpus_print)
+
+
+def corpus_mix(cfg: DataConfig, corpus: Path, main: TrainingSet, vocabularies: tuple[Tokenizer, Vocab, Vocab],
+               world: distributed.World, quiet: bool) -> CorpusMix:
+    """The main corpus's training pairs and those of data.corpora, each prepared once in the main
+    corpus's vocabularies (only their training split trains: the md5 rule keeps any copy of a
+    held-out sentence out), drawn by weight."""
+    parts = [MixPart(corpus.name, main, cfg.weight)]
+    for spec in cfg.corpus_specs():
+        extra = dataclasses.replace(cfg, path=spec.path, num_pairs=None, valid=None, test=None, corpora=[], weight=1.0)
+        path = Path(spec.path).expanduser()
+        if not corpus_exists(path, extra):
+            raise DataError(f"data.corpora: corpus not found: {path}; give a tab-separated file, a zip holding one, "
+                            f"or PREFIX of PREFIX.{cfg.src_lang} and PREFIX.{cfg.tgt_lang}")
+        folder = ensure_prepared(path, extra, vocabularies, quiet=quiet) if world.local_rank == 0 else None
+        distributed.barrier(world)
+        folder = folder or ensure_prepared(path, extra, vocabularies, quiet=True)
+        prepared = PreparedCorpus(folder, extra)
+        pairs = TrainingSet.from_stores(prepared.ids("train", "src"), prepared.ids("train", "tgt"), cfg.max_len,
+                                        vocabularies[1].eos_id)
+        tag_id = None
+        if spec.tag:
+            tag_id = vocabularies[1].stoi.get(spec.tag)
+            if tag_id is None:  # a resumed or inherited vocabulary learned without this tag
+                raise NmtError(f"the tag {spec.tag} of {spec.path} is not a piece of this run's source "
+                               f"vocabulary (learned without it); a run learns its tags' pieces when it starts, "
+                               f"so start a new run with the tag in data.corpora")
+        parts.append(MixPart(path.name, pairs, spec.weight, spec.tag, tag_id))
+    mix = CorpusMix(parts)
+    logger.info("corpora: %s", mix.describe())
+    return mix
+
+
+def epoch_batches(data: TrainingData, cfg: Config, epoch: int, world: distributed.World) -> list[np.ndarray]:
+    """This rank's batches of `epoch`: drawn from (train.seed, epoch) alone, so a resumed run and
+    every process of a torchrun job rebuild the same without keeping a random state."""
+    rng = np.random.default_rng([cfg.train.seed, epoch])
+    rows = data.train.epoch_rows(rng) if isinstance(data.train, CorpusMix) else None  # several corpora, weighted
+    if rows is None:
+        return distributed.epoch_shard(data.train.src_lens, data.train.tgt_lens, cfg.train.batch_size, rng, world,
+                                       cfg.train.batch_tokens)
+    batches = distributed.epoch_shard(data.train.src_lens[rows], data.train.tgt_lens[rows], cfg.train.batch_size, rng,
+                                      world, cfg.train.batch_tokens)
+    return [rows[b] for b in batches]

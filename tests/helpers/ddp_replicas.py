@@ -9,7 +9,8 @@ import torch
 
 from nmt.config import load_config
 from nmt.training import distributed
-from nmt.training.loop import agree_to_stop, epoch_batches, setup, train_batch
+from nmt.training.loop import agree_to_stop, setup, train_batch
+from nmt.training.run_data import epoch_batches
 from nmt.training.stopping import StopSignals
 
 config, corpus, out, steps = sys.argv[1], sys.argv[2], Path(sys.argv[3]), int(sys.argv[4])

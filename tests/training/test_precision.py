@@ -135,7 +135,7 @@ def toy_data(toy_zip, tmp_path):
 def test_auto_keeps_the_precision_it_measured_faster_and_caches_the_figures(fake_cpu, toy_data, tmp_path,
                                                                             monkeypatch, faster):
     from nmt.training import distributed, measured_precision
-    from nmt.training.loop import epoch_batches
+    from nmt.training.run_data import epoch_batches
     fake_cpu({"avx2", "avx512f", "avx512_bf16"}, lstm_runs=True)
     monkeypatch.setenv("NMT_CACHE_DIR", str(tmp_path / "cache"))
     figures, timed = {faster: 2000.0, ({"bf16", "fp32"} - {faster}).pop(): 1000.0}, []
@@ -157,7 +157,7 @@ def test_auto_keeps_the_precision_it_measured_faster_and_caches_the_figures(fake
 @pytest.mark.skipif(not hardware.fast_bf16(CPU), reason="bf16 is not native on this CPU: auto is fp32, unmeasured")
 def test_the_measurement_is_real_training_steps_in_each_precision(toy_data):
     from nmt.training import distributed, measured_precision
-    from nmt.training.loop import epoch_batches
+    from nmt.training.run_data import epoch_batches
     cfg, data = toy_data
     batches = epoch_batches(data, cfg, 1, distributed.SINGLE)
     torch.manual_seed(0)

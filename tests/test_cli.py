@@ -66,6 +66,8 @@ def test_translate_arguments_file_and_stdin(trained, tmp_path):
     assert out[1] == "" and out[3] == "" and out[0] and out[2] and out[4]
     from_stdin = invoke("translate", "-i", "-", "-c", trained["run"], input="\n".join(lines) + "\n")
     assert from_stdin.stdout == from_file.stdout
+    # A file's translation (back-translating one takes a while) ends with its speed, on stderr.
+    assert re.search(r"translated 5 sentences in [\d.]+ s \([\d.,]+ sentences/s\)", from_file.stderr), from_file.stderr
 
 
 def test_tiny_model_learned_the_toy_language(trained):

@@ -9,7 +9,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from nmt.cli.app import app, setup_logging, user_errors
+from nmt.cli.app import app, logger, setup_logging, user_errors
 from nmt.cli.options import (
     AlignOpt,
     BeamOpt,
@@ -69,9 +69,7 @@ def translate(text: TextArg = None, input_: InputOpt = None, checkpoint: Checkpo
         for line in translator.translate(text, beam, tokenized):
             typer.echo(line)
     elif input_ is not None:
-        with _open_input(input_) as f:
-            for line in translator.translate_stream(iter_text_lines(f, input_), beam, tokenized=tokenized):
-                typer.echo(line)
+        _translate_file(translator, input_, beam, tokenized)
     elif sys.stdin.isatty():
         _interactive(translator, beam, tokenized)
     else:  # a pipe: answer each line as it arrives, so a program can talk to nmt line by line
@@ -93,6 +91,34 @@ def _sampling(sample: bool, beam: Optional[int], top_k: int, top_p: float, tempe
     if beam is not None:
         raise NmtError("--sample draws translations instead of searching: leave out --beam")
     return Sampling(top_k, top_p, temperature, seed)
+
+
+def _translate_file(translator, input_: str, beam: Optional[int], tokenized: bool) -> None:
+    """A file (or `-`, stdin) line by line to stdout, with a progress bar on stderr (a plain line
+    every 10 s off a terminal) and the speed at the end: back-translating a large file takes a while."""
+    import time
+
+    from nmt.data.corpus import iter_text_lines
+    from nmt.progress_bar import Meter
+
+    total = None if input_ == "-" else _count_lines(Path(input_))
+    start = time.monotonic()
+    with _open_input(input_) as f, Meter(total, "translate", "sentences") as meter:
+        for line in translator.translate_stream(iter_text_lines(f, input_), beam, tokenized=tokenized):
+            typer.echo(line)
+            meter.update()
+    seconds = time.monotonic() - start
+    logger.info("translated %s sentences in %.1f s (%.1f sentences/s)", f"{meter.done:,.0f}", seconds,
+                meter.done / max(seconds, 1e-9))
+
+
+def _count_lines(path: Path) -> int | None:
+    """Lines of the file, for the bar's total (None where it cannot be read: opening it says why)."""
+    try:
+        with open(path, "rb") as f:
+            return sum(block.count(b"\n") for block in iter(lambda: f.read(1 << 20), b""))
+    except OSError:
+        return None
 
 
 def _open_input(input_: Optional[str]):

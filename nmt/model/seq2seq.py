@@ -69,8 +69,8 @@ def build_model(cfg: ModelConfig, src_vocab: Vocab, tgt_vocab: Vocab) -> Seq2Seq
                       bidirectional=cfg.bidirectional, bridge=cfg.bridge)
     decoder = Decoder(vocab_size=len(tgt_vocab), embed_size=cfg.embed_size, hidden_size=cfg.hidden_size,
                       num_layers=cfg.num_layers, dropout=cfg.dropout, attention=cfg.attention,
-                      pad_id=tgt_vocab.pad_id, input_feeding=cfg.input_feeding, attention_query=cfg.attention_query,
-                      tie_embeddings=cfg.tie_embeddings,
+                      pad_id=tgt_vocab.pad_id, input_feeding=cfg.input_feeding,
+                      attention_query=cfg.attention_query, tie_embeddings=cfg.tie_embeddings,
                       copy=CopyGate(cfg.hidden_size, cfg.embed_size, src_vocab, tgt_vocab) if cfg.copy_attention else None)
     if cfg.share_embeddings:  # one vocabulary for both languages: a name is one row for both sides
         if src_vocab != tgt_vocab:

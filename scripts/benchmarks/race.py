@@ -252,7 +252,8 @@ def main() -> None:
     p = paired({"OpenNMT-py": onmt_hyps, "nmt": nmt_hyps}, refs, lang)["nmt"]
     flags = " ".join(f for f in ("avx2", "avx512f", "avx512_bf16", "amx_bf16") if f in cpu_flags()) or "none"
     isa = os.environ.get("ONEDNN_MAX_CPU_ISA", "all")
-    lines = [f"CPU: {cpu_name()} ({flags}; ONEDNN_MAX_CPU_ISA={isa}), {threads} threads; seed {args.seed}; "
+    lines = [f"CPU: {cpu_name()} ({flags}; ONEDNN_MAX_CPU_ISA={isa}), {threads} threads; seeds: OpenNMT-py "
+             f"{onmt.get('seed', args.seed)}, nmt {load_config(nmt['run'] / 'config.yaml').train.seed}; "
              f"{len(sources):,} test sources, beam 5", "",
              "| toolkit | steps | wall min | train sent/s | peak RSS MB | decode s | BLEU | chrF | p (BLEU / chrF) | "
              f"rare-word subset ({sum(rare)}) BLEU |",
@@ -264,7 +265,8 @@ def main() -> None:
         wall = f"{row['wall_s'] / 60:.1f}" if row["wall_s"] else "-"
         mem = row["peak_mb"] or "-"
         pv = "-" if row is onmt else " / ".join(f"{v:.4f}" for v in p.values())
-        lines.append(f"| {name} | {row['steps']:,} | {wall} | {row['steps'] * 64 / row['train_s']:.0f} | {mem} | "
+        rate = row.get("reported_steps", row["steps"]) * 64 / row["train_s"]  # sentences a second of training
+        lines.append(f"| {name} | {row['steps']:,} | {wall} | {rate:.0f} | {mem} | "
                      f"{row['decode_s']:.0f} | {s.bleu:.2f} | {s.chrf:.2f} | {pv} | {rare_bleu:.2f} |")
     lines.append(f"\nnmt run: {nmt['run']}; OpenNMT-py checkpoint: {onmt['checkpoint']}; {s.signature}")
     (args.out / "race.md").write_text("\n".join(lines) + "\n")

@@ -79,6 +79,13 @@ def lstm_cells_step(rnn: nn.LSTM, x: torch.Tensor, state: LSTMState) -> tuple[to
     return x, (torch.stack(hs), torch.stack(cs))
 
 
+def attend(attention: nn.Module, query: torch.Tensor, state: DecoderState) -> tuple[torch.Tensor, torch.Tensor]:
+    """query (batch, hidden) -> context (batch, hidden), weights (batch, 1, src_len)."""
+    context, weights = attention(query.unsqueeze(1), state.memory, state.memory, mask=state.src_mask,
+                                 prepared_keys=state.prepared_keys)
+    return context.squeeze(1), weights
+
+
 class Decoder(nn.Module):
     def __init__(self, vocab_size: int, embed_size: int, hidden_size: int, num_layers: int,
                  dropout: float = 0.0, attention: str = "additive", pad_id: int = 0,
@@ -114,7 +121,7 @@ class Decoder(nn.Module):
              ) -> tuple[torch.Tensor, DecoderState, torch.Tensor]:
         """One step: emb (batch, embed) -> output (batch, hidden), new state, weights (batch, src_len)."""
         if not self.query_current:
-            context, weights = self.attend(state.hidden[0][-1], state)  # from the top layer's last state
+            context, weights = attend(self.attention, state.hidden[0][-1], state)  # from the top layer's last state
             parts = (context, emb) if state.feed is None else (context, emb, state.feed)
         else:
             parts = (emb, state.feed)
@@ -129,17 +136,11 @@ class Decoder(nn.Module):
             output, hidden = self.rnn(rnn_input.unsqueeze(1), state.hidden)
             output = output.squeeze(1)
         if self.query_current:
-            context, weights = self.attend(output, state)  # from the new output
+            context, weights = attend(self.attention, output, state)  # from the new output
         feed = None
         if self.attentional is not None:
             output = feed = torch.tanh(self.attentional(torch.cat((output, context), dim=-1)))
         return output, replace(state, hidden=hidden, feed=feed), weights.squeeze(1)
-
-    def attend(self, query: torch.Tensor, state: DecoderState) -> tuple[torch.Tensor, torch.Tensor]:
-        """query (batch, hidden) -> context (batch, hidden), weights (batch, 1, src_len)."""
-        context, weights = self.attention(query.unsqueeze(1), state.memory, state.memory, mask=state.src_mask,
-                                          prepared_keys=state.prepared_keys)
-        return context.squeeze(1), weights
 
     def project(self, hidden: torch.Tensor) -> torch.Tensor:
         """(rows, hidden) -> (rows, vocab) logits, computed for a padded row count (see above)."""

@@ -157,6 +157,8 @@ def corpus_mix(cfg: DataConfig, corpus: Path, main: TrainingSet, vocabularies: t
         prepared = PreparedCorpus(folder, extra)
         pairs = TrainingSet.from_stores(prepared.ids("train", "src"), prepared.ids("train", "tgt"), cfg.max_len,
                                         vocabularies[1].eos_id)
+        if not len(pairs):
+            raise NmtError(f"data.corpora: {path} has no training pair within data.max_len={cfg.max_len}")
         tag_id = None
         if spec.tag:
             tag_id = vocabularies[1].stoi.get(spec.tag)

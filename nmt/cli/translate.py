@@ -102,12 +102,11 @@ def _translate_file(translator, input_: str, beam: Optional[int], tokenized: boo
     from nmt.progress_bar import Meter
 
     total = None if input_ == "-" else _count_lines(Path(input_))
-    start = time.monotonic()
     with _open_input(input_) as f, Meter(total, "translate", "sentences") as meter:
         for line in translator.translate_stream(iter_text_lines(f, input_), beam, tokenized=tokenized):
             typer.echo(line)
             meter.update()
-    seconds = time.monotonic() - start
+    seconds = time.monotonic() - meter.start
     logger.info("translated %s sentences in %.1f s (%.1f sentences/s)", f"{meter.done:,.0f}", seconds,
                 meter.done / max(seconds, 1e-9))
 

@@ -95,10 +95,7 @@ def load_data(cfg: Config, data_path: str | None, out_dir: Path, resume: dict | 
     if resume is not None:
         src_vocab, tgt_vocab = Vocab(resume["src_vocab"]), Vocab(resume["tgt_vocab"])
         fixed = (load_tokenizer(cfg.data, out_dir, src_vocab, tgt_vocab), src_vocab, tgt_vocab)
-    # Local rank 0 prepares (or checks) while the others wait; then they find it done, under its lock.
-    folder = ensure_prepared(corpus, cfg.data, fixed, quiet=quiet) if world.local_rank == 0 else None
-    distributed.barrier(world)
-    folder = folder or ensure_prepared(corpus, cfg.data, fixed, quiet=True)
+    folder = prepared_once(corpus, cfg.data, fixed, world, quiet)
     prepared = PreparedCorpus(folder, cfg.data)
     tokenizer, src_vocab, tgt_vocab = fixed or prepared.vocabularies()
     counts = prepared.counts
@@ -139,11 +136,21 @@ def load_data(cfg: Config, data_path: str | None, out_dir: Path, resume: dict | 
                         texts, cfg.data, corpus_print)
 
 
+def prepared_once(corpus: Path, cfg: DataConfig, fixed: tuple[Tokenizer, Vocab, Vocab] | None,
+                  world: distributed.World, quiet: bool) -> Path:
+    """`ensure_prepared` once a machine: local rank 0 prepares (or checks) while the others wait;
+    then they find it done, under its lock."""
+    folder = ensure_prepared(corpus, cfg, fixed, quiet=quiet) if world.local_rank == 0 else None
+    distributed.barrier(world)
+    return folder or ensure_prepared(corpus, cfg, fixed, quiet=True)
+
+
 def corpus_mix(cfg: DataConfig, corpus: Path, main: TrainingSet, vocabularies: tuple[Tokenizer, Vocab, Vocab],
                world: distributed.World, quiet: bool) -> CorpusMix:
     """The main corpus's training pairs and those of data.corpora, each prepared once in the main
     corpus's vocabularies (only their training split trains: the md5 rule keeps any copy of a
     held-out sentence out), drawn by weight."""
+    src_vocab = vocabularies[1]
     parts = [MixPart(corpus.name, main, cfg.weight)]
     for spec in cfg.corpus_specs():
         extra = dataclasses.replace(cfg, path=spec.path, num_pairs=None, valid=None, test=None, corpora=[], weight=1.0)
@@ -151,17 +158,14 @@ def corpus_mix(cfg: DataConfig, corpus: Path, main: TrainingSet, vocabularies: t
         if not corpus_exists(path, extra):
             raise DataError(f"data.corpora: corpus not found: {path}; give a tab-separated file, a zip holding one, "
                             f"or PREFIX of PREFIX.{cfg.src_lang} and PREFIX.{cfg.tgt_lang}")
-        folder = ensure_prepared(path, extra, vocabularies, quiet=quiet) if world.local_rank == 0 else None
-        distributed.barrier(world)
-        folder = folder or ensure_prepared(path, extra, vocabularies, quiet=True)
-        prepared = PreparedCorpus(folder, extra)
+        prepared = PreparedCorpus(prepared_once(path, extra, vocabularies, world, quiet), extra)
         pairs = TrainingSet.from_stores(prepared.ids("train", "src"), prepared.ids("train", "tgt"), cfg.max_len,
-                                        vocabularies[1].eos_id)
+                                        src_vocab.eos_id)
         if not len(pairs):
             raise NmtError(f"data.corpora: {path} has no training pair within data.max_len={cfg.max_len}")
         tag_id = None
         if spec.tag:
-            tag_id = vocabularies[1].stoi.get(spec.tag)
+            tag_id = src_vocab.stoi.get(spec.tag)
             if tag_id is None:  # a resumed or inherited vocabulary learned without this tag
                 raise NmtError(f"the tag {spec.tag} of {spec.path} is not a piece of this run's source "
                                f"vocabulary (learned without it); a run learns its tags' pieces when it starts, "
@@ -177,9 +181,9 @@ def epoch_batches(data: TrainingData, cfg: Config, epoch: int, world: distribute
     every process of a torchrun job rebuild the same without keeping a random state."""
     rng = np.random.default_rng([cfg.train.seed, epoch])
     rows = data.train.epoch_rows(rng) if isinstance(data.train, CorpusMix) else None  # several corpora, weighted
+    src_lens, tgt_lens = data.train.src_lens, data.train.tgt_lens
     if rows is None:
-        return distributed.epoch_shard(data.train.src_lens, data.train.tgt_lens, cfg.train.batch_size, rng, world,
-                                       cfg.train.batch_tokens)
-    batches = distributed.epoch_shard(data.train.src_lens[rows], data.train.tgt_lens[rows], cfg.train.batch_size, rng,
-                                      world, cfg.train.batch_tokens)
-    return [rows[b] for b in batches]
+        return distributed.epoch_shard(src_lens, tgt_lens, cfg.train.batch_size, rng, world, cfg.train.batch_tokens)
+    batches = distributed.epoch_shard(src_lens[rows], tgt_lens[rows], cfg.train.batch_size, rng, world,
+                                      cfg.train.batch_tokens)
+    return [rows[b] for b in batches]  # positions among `rows` back to rows of the mix

@@ -32,7 +32,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 
-from nmt.config import load_config  # noqa: E402
+from nmt.config import Config, load_config  # noqa: E402
 from nmt.data.corpus import load_splits, resolve_corpus  # noqa: E402
 from nmt.data.prepared_corpus import TRAINING_WORDS, training_words  # noqa: E402
 from nmt.data.tokenizer import SubwordTokenizer  # noqa: E402
@@ -103,11 +103,10 @@ def write_pieces(path: Path, rows: list[list[str]]) -> None:
     path.write_text("".join(" ".join(r) + "\n" for r in rows), encoding="utf-8")
 
 
-def prepare_onmt_data(run: Path, corpus: Path, work: Path) -> tuple[References, list[bool], str]:
-    """The run's split in the run's pieces, as OpenNMT-py reads it; returns the test sources with
-    their references, which of them are in the rare-word subset, and the target language."""
-    cfg = load_config(run / "config.yaml")
-    tokenizer = SubwordTokenizer.load(run, cfg.data.src_lang, cfg.data.tgt_lang)
+def prepare_onmt_data(run: Path, cfg: Config, tokenizer: SubwordTokenizer, corpus: Path, work: Path
+                      ) -> tuple[References, list[bool]]:
+    """The run's split in the run's pieces (`tokenizer`), as OpenNMT-py reads it; returns the test
+    sources with their references and which of them are in the rare-word subset."""
     splits = load_splits(corpus, cfg.data.num_pairs, cfg.data)
     pairs = [p.raw for p in splits.train]
     src, tgt = tokenizer.source_tokens([s for s, _ in pairs]), tokenizer.target_tokens([t for _, t in pairs])
@@ -117,7 +116,7 @@ def prepare_onmt_data(run: Path, corpus: Path, work: Path) -> tuple[References, 
     refs = group_references(splits.test)
     write_pieces(work / "test.src", tokenizer.source_tokens(refs.sources))
     rare = rare_word_sources(refs.source_words, training_words(run / TRAINING_WORDS, cfg.data.min_freq))
-    return refs, rare, cfg.data.tgt_lang
+    return refs, rare
 
 
 ONMT_CONFIG = """\
@@ -175,7 +174,8 @@ def train_onmt(bin_dir: Path, work: Path, seed: int, wall_s: float, threads: int
             "train_s": reported[1]}
 
 
-def decode_onmt(bin_dir: Path, work: Path, checkpoint: Path, run: Path, threads: int) -> tuple[list[str], float]:
+def decode_onmt(bin_dir: Path, work: Path, checkpoint: Path, tokenizer: SubwordTokenizer, threads: int
+                ) -> tuple[list[str], float]:
     # OpenNMT-py's checkpoints pickle its options; torch >= 2.6 loads only weights unless told.
     env = {**os.environ, "OMP_NUM_THREADS": str(threads), "TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD": "1"}
     start = time.monotonic()
@@ -183,8 +183,6 @@ def decode_onmt(bin_dir: Path, work: Path, checkpoint: Path, run: Path, threads:
                     "-output", str(work / "test.hyp"), "-beam_size", "5", "-batch_size", "64", "-gpu", "-1"],
                    check=True, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     seconds = time.monotonic() - start
-    cfg = load_config(run / "config.yaml")
-    tokenizer = SubwordTokenizer.load(run, cfg.data.src_lang, cfg.data.tgt_lang)
     lines = (work / "test.hyp").read_text(encoding="utf-8").splitlines()
     return [tokenizer.target_text(line.split()) for line in lines], seconds
 
@@ -236,7 +234,10 @@ def main() -> None:
 
     work = args.out / "onmt"
     work.mkdir(exist_ok=True)
-    test, rare, lang = prepare_onmt_data(nmt["run"], Path(corpus), work)
+    run_cfg = load_config(nmt["run"] / "config.yaml")
+    tokenizer = SubwordTokenizer.load(nmt["run"], run_cfg.data.src_lang, run_cfg.data.tgt_lang)
+    lang = run_cfg.data.tgt_lang
+    test, rare = prepare_onmt_data(nmt["run"], run_cfg, tokenizer, Path(corpus), work)
     sources, refs = test.sources, test.references
     if args.onmt_from:
         onmt = json.loads((args.onmt_from / "onmt" / "result.json").read_text())
@@ -244,7 +245,7 @@ def main() -> None:
     else:
         onmt = {**train_onmt(bin_dir, work, args.seed, onmt_wall, threads), "seed": args.seed}
         (work / "result.json").write_text(json.dumps({**onmt, "checkpoint": str(onmt["checkpoint"])}))
-    onmt_hyps, onmt["decode_s"] = decode_onmt(bin_dir, work, onmt["checkpoint"], nmt["run"], threads)
+    onmt_hyps, onmt["decode_s"] = decode_onmt(bin_dir, work, onmt["checkpoint"], tokenizer, threads)
     nmt_hyps, nmt["decode_s"] = decode_nmt(nmt["run"], corpus, args.out)
     if len(nmt_hyps) != len(sources):
         sys.exit(f"nmt eval wrote {len(nmt_hyps)} hypotheses for {len(sources)} test sources")
@@ -253,7 +254,7 @@ def main() -> None:
     flags = " ".join(f for f in ("avx2", "avx512f", "avx512_bf16", "amx_bf16") if f in cpu_flags()) or "none"
     isa = os.environ.get("ONEDNN_MAX_CPU_ISA", "all")
     lines = [f"CPU: {cpu_name()} ({flags}; ONEDNN_MAX_CPU_ISA={isa}), {threads} threads; seeds: OpenNMT-py "
-             f"{onmt.get('seed', args.seed)}, nmt {load_config(nmt['run'] / 'config.yaml').train.seed}; "
+             f"{onmt.get('seed', args.seed)}, nmt {run_cfg.train.seed}; "
              f"{len(sources):,} test sources, beam 5", "",
              "| toolkit | steps | wall min | train sent/s | peak RSS MB | decode s | BLEU | chrF | p (BLEU / chrF) | "
              f"rare-word subset ({sum(rare)}) BLEU |",

@@ -16,6 +16,8 @@ from dataclasses import dataclass
 
 import torch
 
+from nmt.model.seq2seq import UNRANKED, ranked
+
 COMBINATIONS = ("log_prob", "prob")
 
 
@@ -25,16 +27,6 @@ class EnsembleState:
 
     def select(self, index: torch.Tensor) -> EnsembleState:
         return EnsembleState(tuple(part.select(index) for part in self.parts))
-
-
-def next_token_log_probs(model, prev_ids: torch.Tensor, state, banned_id: int | None, eos_id: int):
-    """A member's whole next-token distribution (rows, vocab) as log-probabilities, its new state
-    and its attention: the PyTorch model gives it as it is; the ONNX engine's graph gives its k best,
-    with k the vocabulary here, put back in vocabulary order."""
-    if hasattr(model, "next_log_probs"):
-        return model.next_log_probs(prev_ids, state, banned_id)
-    top, ids, _, state, weights = model.candidates(prev_ids, state, 1 << 30, banned_id, eos_id)
-    return torch.empty_like(top).scatter_(1, ids, top), state, weights
 
 
 class Ensemble:
@@ -56,7 +48,8 @@ class Ensemble:
         mean (each member's weights sum to 1 over the source, so the mean does too)."""
         log_probs, states, attention = [], [], None
         for model, part, weight in zip(self.models, state.parts, self.weights):
-            lp, new, weights = next_token_log_probs(model, prev_ids, part, banned_id, eos_id)
+            # each member's whole distribution, in vocabulary order, from either engine
+            lp, _, _, new, weights = model.candidates(prev_ids, part, UNRANKED, banned_id, eos_id)
             log_probs.append(lp.float())
             states.append(new)
             attention = weight * weights.float() if attention is None else attention + weight * weights.float()
@@ -66,5 +59,5 @@ class Ensemble:
             combined = torch.logsumexp(stacked + log_weights, dim=0)
         else:  # a banned token's -inf times a weight stays -inf; 0 * -inf never happens (weights > 0)
             combined = (stacked * log_weights.exp()).sum(0)
-        top, ids = combined.topk(min(k, combined.shape[-1]), dim=-1)
+        top, ids = ranked(combined, k)
         return top, ids, combined[:, eos_id], EnsembleState(tuple(states)), attention

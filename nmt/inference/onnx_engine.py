@@ -33,6 +33,7 @@ from nmt.inference.onnx_export import (
     unflat_state,
 )
 from nmt.model.decoder import DecoderState
+from nmt.model.seq2seq import UNRANKED
 
 ENGINES = ("torch", "onnx", "onnx-fp32")
 VARIANTS = {"onnx": "int8", "onnx-fp32": "fp32"}  # --engine -> the graphs it runs
@@ -127,7 +128,8 @@ class OnnxSeq2Seq:
                    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, DecoderState, torch.Tensor]:
         """`Seq2Seq.candidates`, run by ONNX Runtime. The graph holds the <eos> id and the banned id
         it was exported with: search bans that one (attention, which reads only the weights, may
-        pass None)."""
+        pass None). The graph always ranks; `UNRANKED` puts its ranking back in vocabulary order, so
+        that sampling draws what the PyTorch model draws."""
         if banned_id not in (None, self.banned_id):
             raise ValueError(f"this export bans id {self.banned_id}, not {banned_id}")
         feeds = {"prev_ids": prev_ids.numpy(), "k": np.array(min(k, self.vocab_size))}
@@ -136,6 +138,8 @@ class OnnxSeq2Seq:
         top, ids, eos, weights, *changed = (torch.from_numpy(x) for x in self.session("decoder").run(None, feeds))
         new = dict(zip(self.changed, changed))
         state = replace(state, hidden=(new["h"], new["c"]), feed=new.get("feed"))
+        if k == UNRANKED:
+            top, ids = torch.empty_like(top).scatter_(1, ids, top), torch.arange(top.shape[-1]).expand_as(ids)
         return top, ids, eos, state, weights
 
 

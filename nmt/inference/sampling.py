@@ -15,6 +15,7 @@ from nmt.data.protected_numbers import SpanRule
 from nmt.errors import NmtError
 from nmt.inference.search import EVERY, Hypothesis, greedy, hypothesis
 from nmt.model import Seq2Seq
+from nmt.model.seq2seq import UNRANKED
 
 
 @dataclass(frozen=True)
@@ -34,9 +35,9 @@ class Sampling:
 
 
 def truncated(log_probs: torch.Tensor, sampling: Sampling) -> torch.Tensor:
-    """The distribution to draw from, as probabilities, from rows of log-probabilities sorted best
-    first (-inf where a token may not be written): tempered, then cut to the top k and to the
-    smallest set whose probability reaches top_p (which always keeps the best token)."""
+    """The distribution to draw from, as probabilities, from rows of log-probabilities (-inf where
+    a token may not be written; sorted best first where there is a cut): tempered, then cut to the
+    top k and to the smallest set whose probability reaches top_p (which always keeps the best token)."""
     tempered = log_probs / sampling.temperature
     if sampling.top_k:
         tempered[:, sampling.top_k:] = float("-inf")
@@ -49,16 +50,38 @@ def truncated(log_probs: torch.Tensor, sampling: Sampling) -> torch.Tensor:
 
 def _allowed(ids: torch.Tensor, spans: SpanRule | None, rows: list[int], outputs: list[list[int]],
              rooms: list[int]) -> torch.Tensor | None:
-    """Which candidates each row may write under the number rules (None: every one)."""
+    """Which candidates each row may write under the number rules (None: every one): the rules'
+    few tokens per row are marked in a (rows, vocabulary) table, read back at the candidates' ids."""
     if spans is None:
         return None
-    allowed = torch.ones_like(ids, dtype=torch.bool)
+    size = int(ids.max()) + 1
+    table = torch.ones(len(rows), size, dtype=torch.bool)
+    must_rows, must, refused = [], ([], []), ([], [])  # rows, and (row, token) pairs
     for i, row in enumerate(rows):
-        if must := spans.must_place(row, outputs[row], rooms[i]):
-            allowed[i] = torch.isin(ids[i], torch.tensor(must, device=ids.device))
-        elif refused := spans.refused(row, outputs[row]):
-            allowed[i] = ~torch.isin(ids[i], torch.tensor(sorted(refused), device=ids.device))
-    return allowed
+        if tokens := spans.must_place(row, outputs[row], rooms[i]):
+            must_rows.append(i)
+            pairs = must
+        else:
+            tokens, pairs = spans.refused(row, outputs[row]), refused
+        tokens = [t for t in tokens if t < size]  # the others are no candidate of this step
+        pairs[0].extend([i] * len(tokens))
+        pairs[1].extend(tokens)
+    table[refused] = False
+    table[must_rows] = False
+    table[must] = True
+    return table.to(ids.device).gather(1, ids)
+
+
+def _draw(probs: torch.Tensor, generator: torch.Generator) -> torch.Tensor:
+    """One index per row drawn from rows of probabilities (summing to 1) by inverting their running
+    sum with one uniform number a row: torch.multinomial draws an exponential number for every
+    entry, which over a whole vocabulary cost more than the decoder's step. A token whose share is
+    below the sum's float precision (~1e-7) is never drawn; one of probability 0 never is."""
+    cumulative = probs.cumsum(-1)
+    total = cumulative[:, -1:]
+    u = torch.rand(total.shape, generator=generator, device=probs.device, dtype=probs.dtype) * total
+    u = torch.minimum(u, total.nextafter(torch.zeros_like(total)))  # strictly below the total
+    return torch.searchsorted(cumulative, u, right=True)
 
 
 class Draw:
@@ -69,21 +92,26 @@ class Draw:
         self.generator = torch.Generator(device=device).manual_seed(sampling.seed)
 
     def width(self, spans: SpanRule | None) -> int:
-        """top-k alone needs only the k best, and as many as the number rules can refuse besides."""
-        if self.sampling.top_k and self.sampling.top_p == 1:
+        """top-k alone needs only the k best, and as many as the number rules can refuse besides;
+        top-p the whole vocabulary ranked; no cut the whole vocabulary in any order."""
+        if self.sampling.top_p < 1:
+            return EVERY
+        if self.sampling.top_k:
             return self.sampling.top_k + (spans.blockable if spans else 0)
-        return EVERY
+        return UNRANKED
 
     def __call__(self, top: torch.Tensor, ids: torch.Tensor, rows: list[int], outputs: list[list[int]],
                  rooms: list[int], spans: SpanRule | None, prefixes: list[list[int]] | None) -> torch.Tensor:
         allowed = _allowed(ids, spans, rows, outputs, rooms)
         candidates = top.float()
-        if allowed is not None:  # the allowed tokens first, still best first, so that top-k counts only those
-            candidates = candidates.masked_fill(~allowed, float("-inf"))
-            order = (~allowed).to(torch.int8).argsort(dim=-1, stable=True)
-            candidates = candidates.gather(1, order)
-        column = torch.multinomial(truncated(candidates, self.sampling), 1, generator=self.generator)
+        order = None
         if allowed is not None:
+            candidates = candidates.masked_fill(~allowed, float("-inf"))
+            if self.sampling.top_k:  # the allowed tokens first, still best first, so that top-k counts only those
+                order = (~allowed).to(torch.int8).argsort(dim=-1, stable=True)
+                candidates = candidates.gather(1, order)
+        column = _draw(truncated(candidates, self.sampling), self.generator)
+        if order is not None:
             column = order.gather(1, column)
         for i, row in enumerate(rows):
             if prefixes is not None and len(outputs[row]) < len(prefixes[row]):  # given, not drawn

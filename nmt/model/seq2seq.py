@@ -13,6 +13,16 @@ from nmt.model.copy import CopyGate, CopyScores
 from nmt.model.decoder import Decoder, DecoderState
 from nmt.model.encoder import Encoder
 
+UNRANKED = (1 << 30) + 1  # as candidates' k: every token, in vocabulary order (sampling with no cut ranks none)
+
+
+def ranked(log_probs: torch.Tensor, k: int | torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """Each row's k best log-probabilities and their ids, best first; with `UNRANKED`, every token
+    as it is (sampling with no cut needs no order, and sorting the vocabulary at every step is not free)."""
+    if isinstance(k, int) and k == UNRANKED:
+        return log_probs, torch.arange(log_probs.shape[-1], device=log_probs.device).expand_as(log_probs)
+    return log_probs.topk(min(k, log_probs.shape[-1]) if isinstance(k, int) else k, dim=-1)
+
 
 class Seq2Seq(nn.Module):
     def __init__(self, encoder: Encoder, decoder: Decoder):
@@ -40,9 +50,10 @@ class Seq2Seq(nn.Module):
         state and the attention weights (rows, src_len). `banned_id` is never proposed (the
         distribution is renormalized without it). Beam search needs no more than the 2 * beam
         best of each row, so the (rows, vocab) distribution never leaves this function (nor, in
-        the ONNX export, ONNX Runtime). `k` may be a 0-dim tensor (a graph input, when exported)."""
+        the ONNX export, ONNX Runtime). `k` may be a 0-dim tensor (a graph input, when exported), or
+        `UNRANKED`: every token in vocabulary order."""
         log_probs, state, weights = self.next_log_probs(prev_ids, state, banned_id)
-        top, ids = log_probs.topk(min(k, log_probs.shape[-1]) if isinstance(k, int) else k, dim=-1)
+        top, ids = ranked(log_probs, k)
         return top, ids, log_probs[:, eos_id], state, weights
 
     def next_log_probs(self, prev_ids: torch.Tensor, state: DecoderState, banned_id: int | None

@@ -13,6 +13,7 @@ from nmt.cli import app
 from nmt.errors import NmtError
 from nmt.inference.sampling import Sampling, sample, truncated
 from nmt.inference.search import greedy
+from nmt.model.seq2seq import UNRANKED
 
 
 def draw(model, rows, sampling, spans=None, prefixes=None, cap=8):
@@ -38,6 +39,19 @@ def test_a_seed_draws_the_same_samples_again_and_another_seed_others():
     model = biased_model()
     first, again, other = (draw(model, 16, Sampling(seed=seed))[0] for seed in (1, 1, 2))
     assert first == again and first != other
+
+
+def test_with_no_cut_the_draws_follow_the_models_distribution():
+    # no cut draws from the vocabulary in its own order (no sort): the first tokens of 4,000 rows of
+    # one source must still come as often as the model's first step says (<eos> ~0.2, digits ~0.05)
+    model = biased_model(eos=3.0, digits=1.5)
+    src, lens = sources(1)
+    first_step = model.candidates(torch.tensor([BOS]), model.encode(src, lens), UNRANKED, None, EOS)[0].exp()[0]
+    rows = 4000
+    outputs = sample(model, src.expand(rows, -1), lens.expand(rows), BOS, EOS, torch.ones(rows, dtype=torch.long),
+                     Sampling(seed=7))
+    counts = torch.bincount(torch.tensor([o[0] if o else EOS for o in outputs]), minlength=len(first_step))
+    assert (counts / rows).tolist() == pytest.approx(first_step.tolist(), abs=0.02)
 
 
 def test_top_p_keeps_the_smallest_set_of_tokens_reaching_p():
@@ -99,7 +113,7 @@ def test_sampling_decodes_alike_with_both_engines(run):
 
     export_run(run)
     texts = ["I see a cat.", "She has the house today.", "We like green tea again."] * 3
-    for sampling in (Sampling(top_k=4, seed=1), Sampling(top_p=0.9, temperature=0.7, seed=2)):
+    for sampling in (Sampling(top_k=4, seed=1), Sampling(top_p=0.9, temperature=0.7, seed=2), Sampling(seed=3)):
         assert nmt.load(run, engine="onnx-fp32").translate(texts, sample=sampling) == nmt.load(run).translate(
             texts, sample=sampling)
 

@@ -72,7 +72,7 @@ def _allowed(ids: torch.Tensor, spans: SpanRule | None, rows: list[int], outputs
     return table.to(ids.device).gather(1, ids)
 
 
-def _draw(probs: torch.Tensor, generator: torch.Generator) -> torch.Tensor:
+def draw_one(probs: torch.Tensor, generator: torch.Generator) -> torch.Tensor:
     """One index per row drawn from rows of probabilities (summing to 1) by inverting their running
     sum with one uniform number a row: torch.multinomial draws an exponential number for every
     entry, which over a whole vocabulary cost more than the decoder's step. A token whose share is
@@ -110,7 +110,7 @@ class Draw:
             if self.sampling.top_k:  # the allowed tokens first, still best first, so that top-k counts only those
                 order = (~allowed).to(torch.int8).argsort(dim=-1, stable=True)
                 candidates = candidates.gather(1, order)
-        column = _draw(truncated(candidates, self.sampling), self.generator)
+        column = draw_one(truncated(candidates, self.sampling), self.generator)
         if order is not None:
             column = order.gather(1, column)
         for i, row in enumerate(rows):

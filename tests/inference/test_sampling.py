@@ -11,7 +11,7 @@ from typer.testing import CliRunner
 import nmt
 from nmt.cli import app
 from nmt.errors import NmtError
-from nmt.inference.sampling import Sampling, sample, truncated
+from nmt.inference.sampling import Sampling, draw_one, sample, truncated
 from nmt.inference.search import greedy
 from nmt.model.seq2seq import UNRANKED
 
@@ -54,6 +54,14 @@ def test_with_no_cut_the_draws_follow_the_models_distribution():
     assert (counts / rows).tolist() == pytest.approx(first_step.tolist(), abs=0.02)
 
 
+def test_a_draw_never_takes_a_token_of_probability_zero():
+    probs = torch.tensor([[0.5, 0.0, 0.5, 0.0, 0.0], [0.0, 0.0, 0.0, 0.0, 1.0], [0.0, 1.0, 0.0, 0.0, 0.0]])
+    generator = torch.Generator().manual_seed(0)
+    drawn = torch.cat([draw_one(probs, generator) for _ in range(2000)], 1)
+    assert set(drawn[0].tolist()) == {0, 2} and set(drawn[1].tolist()) == {4} and set(drawn[2].tolist()) == {1}
+    assert (drawn[0] == 0).float().mean().item() == pytest.approx(0.5, abs=0.04)
+
+
 def test_top_p_keeps_the_smallest_set_of_tokens_reaching_p():
     log_probs = torch.tensor([[0.5, 0.3, 0.15, 0.05]]).log()
     assert truncated(log_probs.clone(), Sampling(top_p=0.8))[0].tolist() == pytest.approx([0.625, 0.375, 0, 0])
@@ -71,7 +79,7 @@ def test_temperature_sharpens_below_one_and_flattens_above():
     counts = torch.zeros(4)
     generator = torch.Generator().manual_seed(0)
     for _ in range(4000):  # and the draws follow the distribution
-        counts[torch.multinomial(truncated(p.log(), Sampling()), 1, generator=generator)] += 1
+        counts[draw_one(truncated(p.log(), Sampling()), generator)] += 1
     assert (counts / 4000).tolist() == pytest.approx(p[0].tolist(), abs=0.03)
 
 

@@ -29,7 +29,6 @@ $NMT_CORPUS, data/fra-eng.zip).
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import re
 import subprocess
@@ -42,7 +41,7 @@ sys.path.insert(0, str(REPO))
 
 from nmt.data.corpus import source_hash, split_of  # noqa: E402
 from nmt.data.tokenizer import TOKENIZER  # noqa: E402
-from scripts.experiments.domain_adaptation import corpus_lines, nmt, scores, train  # noqa: E402
+from scripts.experiments.domain_adaptation import corpus_lines, last_validation, nmt, scores, train  # noqa: E402
 
 
 def carve(corpus: Path, out: Path) -> dict[str, Path]:
@@ -124,7 +123,7 @@ def main() -> None:
     print(report, reverse_report, sep="\n")
     found = scores(report)
     reverse_bleu = re.search(r"beam 5: BLEU ([\d.]+)", reverse_report).group(1)
-    steps = {run: json.loads((run / "metrics.jsonl").read_text().splitlines()[-1])["step"] for run in rows}
+    steps = {run: last_validation(run)["step"] for run in rows}
     print(f"\nreverse model (fr->en, {args.config}, {args.minutes:g} min): test BLEU {reverse_bleu} beam 5 on its "
           f"split; back-translating {files['mono']}: beam 5 {seconds['beam']:.0f} s, "
           f"sampling {seconds['sample']:.0f} s (0: made before)\n")

@@ -14,7 +14,6 @@ an interrupted comparison resumes. Never run two of these at once: they would sh
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import re
 import sys
@@ -24,7 +23,7 @@ REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 
 from nmt.hardware import cpu_flags, cpu_name  # noqa: E402
-from scripts.experiments.domain_adaptation import nmt, scores, train  # noqa: E402
+from scripts.experiments.domain_adaptation import last_validation, nmt, scores, train  # noqa: E402
 
 
 def parse_arm(text: str) -> tuple[str, list[str]]:
@@ -32,10 +31,6 @@ def parse_arm(text: str) -> tuple[str, list[str]]:
     if not name:
         sys.exit(f"--arm {text!r}: expected NAME=KEY=VALUE[,KEY=VALUE...]")
     return name, [c for c in changes.split(",") if c]
-
-
-def last_validation(run: Path) -> dict:
-    return [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()][-1]
 
 
 def main() -> None:

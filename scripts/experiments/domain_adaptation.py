@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import hashlib
+import json
 import os
 import random
 import re
@@ -92,6 +93,11 @@ def train(out: Path, *args: str) -> None:
         print(f"{out}: trained already", flush=True)
         return
     nmt("train", *args, "--out", str(out), "--quiet")
+
+
+def last_validation(run: Path) -> dict:
+    """The last line of a run's metrics.jsonl: its final step, validation and clock."""
+    return json.loads((run / "metrics.jsonl").read_text().splitlines()[-1])
 
 
 def scores(report: str) -> dict[str, dict[str, str]]:

@@ -22,6 +22,7 @@ D2L_URL = "http://d2l-data.s3-accelerate.amazonaws.com/fra-eng.zip"
 D2L_SHA1 = "94646ad1522d915e7b0f9296181140edcf86a4f5"
 ATTENTION_TYPES = ("additive", "dot")
 ATTENTION_QUERIES = ("previous", "current")
+DECODERS = ("stepwise", "parallel")
 DEVICES = ("auto", "cpu", "cuda")
 PRECISIONS = ("auto", "fp32", "bf16")
 LR_SCHEDULES = ("constant", "plateau", "linear")
@@ -190,12 +191,24 @@ class ModelConfig:
     tie_embeddings: bool = False  # the output projection shares the target embedding matrix
     share_embeddings: bool = False  # encoder and decoder share one embedding matrix (needs data.joint_vocab)
     copy_attention: bool = False  # a gate mixes in copying source tokens by attention (pointer-generator)
+    # stepwise: the seed's decoder, one LSTM that reads the context (and the feed) at each position;
+    # parallel: the bottom layer reads the embeddings only and attention is computed from its outputs,
+    # so training runs each layer once over the whole target (OpenNMT-py's StdRNNDecoder, RNMT+)
+    decoder: str = "stepwise"
+    residual: bool = False  # parallel: each upper decoder layer adds its input from below to its output
+    layer_norm: bool = False  # parallel: layer normalisation of each decoder layer's output
 
     def __post_init__(self) -> None:
         _positive("model", embed_size=self.embed_size, hidden_size=self.hidden_size,
                   num_layers=self.num_layers)
         _non_negative("model", init_uniform=self.init_uniform)
         _one_of("model", ATTENTION_QUERIES, attention_query=self.attention_query)
+        _one_of("model", DECODERS, decoder=self.decoder)
+        if self.decoder == "parallel" and self.input_feeding:
+            raise ConfigError("model.decoder: parallel feeds nothing back from one position to the next: "
+                              "set model.input_feeding: false (it always attends from its bottom layer's output)")
+        if self.decoder == "stepwise" and (self.residual or self.layer_norm):
+            raise ConfigError("model.residual and model.layer_norm belong to model.decoder: parallel")
         if self.attention_query == "current" and not self.input_feeding:
             raise ConfigError("model.attention_query: current needs model.input_feeding: true (the attentional "
                               "output is where the new context meets the LSTM's output)")

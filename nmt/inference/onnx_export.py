@@ -94,7 +94,7 @@ def graph_name(variant: str, part: str) -> str:
 def state_names(decoder: nn.Module) -> list[str]:
     """The decoder state's tensors that the step graph reads and the encoder graph writes, in order."""
     names = ["memory", "prepared_keys", "src_mask", "h", "c"]
-    if decoder.attentional is not None:
+    if decoder.input_feeding:
         names.append("feed")
     if decoder.copy is not None:
         names.append("copy_ids")

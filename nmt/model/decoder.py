@@ -12,9 +12,13 @@ Options a user of OpenNMT-py or Joey NMT expects, all off in the seed design:
   and attends from its new output, so the context that meets the output is the one this step
   chose (Luong et al. 2015's order, OpenNMT-py's RNN decoder), not the one the previous state chose.
 
-One function, three arrangements of the LSTM (tests hold them equal): `step` calls nn.LSTM for
-one position (oneDNN on the CPU) or fused LSTM cells (CUDA, and small decoding steps on the CPU);
-teacher forcing on the CPU in fp32 runs `unrolled`, which measured faster there.
+`AttentionDecoder` holds what every arrangement of the decoder shares (embedding, attention,
+attentional layer, output projection, copy attention); `Decoder` is this stepwise arrangement,
+`nmt.model.parallel_decoder` the one whose training runs each layer once over the whole target.
+
+One function, three arrangements of the stepwise LSTM (tests hold them equal): `step` calls
+nn.LSTM for one position (oneDNN on the CPU) or fused LSTM cells (CUDA, and small decoding steps
+on the CPU); teacher forcing on the CPU in fp32 runs `unrolled`, which measured faster there.
 """
 
 from __future__ import annotations
@@ -86,24 +90,21 @@ def attend(attention: nn.Module, query: torch.Tensor, state: DecoderState) -> tu
     return context.squeeze(1), weights
 
 
-class Decoder(nn.Module):
-    def __init__(self, vocab_size: int, embed_size: int, hidden_size: int, num_layers: int,
-                 dropout: float = 0.0, attention: str = "additive", pad_id: int = 0,
-                 input_feeding: bool = False, tie_embeddings: bool = False, copy: CopyGate | None = None,
-                 attention_query: str = "previous"):
+class AttentionDecoder(nn.Module):
+    """What every arrangement of the decoder shares: the target embedding, the attention, the
+    attentional layer tanh(W [top output; context]), the output projection (tied or not) and
+    copy attention; the teacher-forced run's projection and the one-position decoding step.
+    A subclass owns its LSTM layers: `step` (one position) and `teacher_forced` (every position)."""
+
+    def __init__(self, vocab_size: int, embed_size: int, hidden_size: int, attention: str, pad_id: int,
+                 attentional: bool, input_feeding: bool, tie_embeddings: bool, copy: CopyGate | None):
         super().__init__()
-        if tie_embeddings and embed_size != hidden_size:
-            raise ValueError(f"tied embeddings need embed_size == hidden_size ({embed_size} != {hidden_size})")
         self.embedding = nn.Embedding(vocab_size, embed_size, padding_idx=pad_id)
         self.attention = ATTENTION[attention](hidden_size, hidden_size, hidden_size)
-        feed_size = hidden_size if input_feeding else 0
-        self.query_current = attention_query == "current"  # Luong's order: the LSTM reads no context
-        context_size = 0 if self.query_current else hidden_size
-        self.rnn = nn.LSTM(context_size + embed_size + feed_size, hidden_size, num_layers, batch_first=True,
-                           dropout=dropout if num_layers > 1 else 0.0)
-        self.attentional = nn.Linear(2 * hidden_size, hidden_size, bias=False) if input_feeding else None
+        self.attentional = nn.Linear(2 * hidden_size, hidden_size, bias=False) if attentional else None
+        self.input_feeding = input_feeding  # the state carries the last attentional output (`feed`)
         self.out = nn.Linear(hidden_size, vocab_size)
-        if tie_embeddings:
+        if tie_embeddings:  # the model's config has checked embed_size == hidden_size
             self.out.weight = self.embedding.weight
         self.copy = copy
         self.use_cells: bool | None = None  # None: cells on CUDA and for small inference steps (see above)
@@ -111,36 +112,25 @@ class Decoder(nn.Module):
     def init_state(self, memory: torch.Tensor, hidden: LSTMState, src_mask: torch.Tensor,
                    src: torch.Tensor | None = None) -> DecoderState:
         """`src` (batch, src_len), the source ids, is needed with copy attention only."""
-        feed = None
-        if self.attentional is not None:
-            feed = memory.new_zeros(memory.shape[0], self.attentional.out_features)
+        feed = memory.new_zeros(memory.shape[0], self.out.in_features) if self.input_feeding else None
         copy_ids = None if self.copy is None else self.copy.copy_ids(src)
         return DecoderState(memory, self.attention.prepare_keys(memory), src_mask, hidden, feed, copy_ids)
 
-    def step(self, emb: torch.Tensor, state: DecoderState
-             ) -> tuple[torch.Tensor, DecoderState, torch.Tensor]:
+    def cells_for(self, x: torch.Tensor) -> bool:
+        """Whether a step of rows `x` runs fused cells rather than a one-step nn.LSTM call (see above)."""
+        if self.use_cells is not None:
+            return self.use_cells
+        return x.is_cuda or (x.shape[0] <= CPU_CELLS_MAX_ROWS and not torch.is_grad_enabled())
+
+    def step(self, emb: torch.Tensor, state: DecoderState) -> tuple[torch.Tensor, DecoderState, torch.Tensor]:
         """One step: emb (batch, embed) -> output (batch, hidden), new state, weights (batch, src_len)."""
-        if not self.query_current:
-            context, weights = attend(self.attention, state.hidden[0][-1], state)  # from the top layer's last state
-            parts = (context, emb) if state.feed is None else (context, emb, state.feed)
-        else:
-            parts = (emb, state.feed)
-        rnn_input = torch.cat(parts, dim=-1)  # (batch, [context +] embed [+ feed])
-        use_cells = self.use_cells
-        if use_cells is None:
-            use_cells = rnn_input.is_cuda or (rnn_input.shape[0] <= CPU_CELLS_MAX_ROWS
-                                              and not torch.is_grad_enabled())
-        if use_cells:
-            output, hidden = lstm_cells_step(self.rnn, rnn_input, state.hidden)
-        else:
-            output, hidden = self.rnn(rnn_input.unsqueeze(1), state.hidden)
-            output = output.squeeze(1)
-        if self.query_current:
-            context, weights = attend(self.attention, output, state)  # from the new output
-        feed = None
-        if self.attentional is not None:
-            output = feed = torch.tanh(self.attentional(torch.cat((output, context), dim=-1)))
-        return output, replace(state, hidden=hidden, feed=feed), weights.squeeze(1)
+        raise NotImplementedError
+
+    def teacher_forced(self, emb: torch.Tensor, state: DecoderState
+                       ) -> tuple[torch.Tensor, DecoderState, torch.Tensor]:
+        """emb (batch, tgt_len, embed) -> outputs (batch, tgt_len, hidden), the final state and the
+        attention weights (batch, tgt_len, src_len), as a loop of `step` gives them."""
+        raise NotImplementedError
 
     def project(self, hidden: torch.Tensor) -> torch.Tensor:
         """(rows, hidden) -> (rows, vocab) logits, computed for a padded row count (see above)."""
@@ -162,17 +152,7 @@ class Decoder(nn.Module):
         projection and softmax.
         """
         emb = self.embedding(tgt_in)  # (batch, tgt_len, embed), looked up once for all steps
-        if self.unrolled_on(emb):
-            hidden, final, feed, weights = unrolled(self, emb, state.memory, state.prepared_keys, state.src_mask,
-                                                    state.hidden, state.feed)
-            state = replace(state, hidden=final, feed=feed)
-        else:
-            outputs, step_weights = [], []
-            for t in range(tgt_in.shape[1]):
-                output, state, step_weight = self.step(emb[:, t], state)
-                outputs.append(output)
-                step_weights.append(step_weight)
-            hidden, weights = torch.stack(outputs, dim=1), torch.stack(step_weights, dim=1)  # (batch, tgt_len, ...)
+        hidden, state, weights = self.teacher_forced(emb, state)
 
         def rows(x: torch.Tensor) -> torch.Tensor:  # (batch, tgt_len, ...) -> (rows, ...)
             return x.flatten(0, 1) if positions is None else x.flatten(0, 1).index_select(0, positions)
@@ -189,13 +169,6 @@ class Decoder(nn.Module):
             logits = logits.unflatten(0, hidden.shape[:2])
         return logits, state, weights
 
-    def unrolled_on(self, emb: torch.Tensor) -> bool:
-        """Whether teacher forcing takes `unrolled`: on the CPU in fp32, unless `use_cells` pins the
-        step path. CUDA keeps its fused cells, and bf16 autocast oneDNN's bf16 LSTM (not measured
-        against the unrolled loop: no bf16 CPU was at hand)."""
-        return (self.use_cells is None and emb.device.type == "cpu"
-                and not torch.is_autocast_enabled("cpu"))
-
     def decode_step(self, prev_ids: torch.Tensor, state: DecoderState
                     ) -> tuple[torch.Tensor, DecoderState, torch.Tensor]:
         """prev_ids (batch,) -> logits (batch, vocab), new state, weights (batch, src_len)."""
@@ -205,3 +178,61 @@ class Decoder(nn.Module):
         if self.copy is not None:
             logits = self.copy(logits, output, emb, weights, state.copy_ids).log_probs()
         return logits, state, weights
+
+
+class Decoder(AttentionDecoder):
+    """The stepwise arrangement (seed 002's): one multi-layer LSTM that reads, at each position,
+    the context (Bahdanau's order) and, with input feeding, the last attentional output, so
+    teacher forcing walks the target one position at a time."""
+
+    def __init__(self, vocab_size: int, embed_size: int, hidden_size: int, num_layers: int,
+                 dropout: float = 0.0, attention: str = "additive", pad_id: int = 0,
+                 input_feeding: bool = False, tie_embeddings: bool = False, copy: CopyGate | None = None,
+                 attention_query: str = "previous"):
+        super().__init__(vocab_size, embed_size, hidden_size, attention, pad_id, attentional=input_feeding,
+                         input_feeding=input_feeding, tie_embeddings=tie_embeddings, copy=copy)
+        feed_size = hidden_size if input_feeding else 0
+        self.query_current = attention_query == "current"  # Luong's order: the LSTM reads no context
+        context_size = 0 if self.query_current else hidden_size
+        self.rnn = nn.LSTM(context_size + embed_size + feed_size, hidden_size, num_layers, batch_first=True,
+                           dropout=dropout if num_layers > 1 else 0.0)
+
+    def step(self, emb: torch.Tensor, state: DecoderState
+             ) -> tuple[torch.Tensor, DecoderState, torch.Tensor]:
+        if not self.query_current:
+            context, weights = attend(self.attention, state.hidden[0][-1], state)  # from the top layer's last state
+            parts = (context, emb) if state.feed is None else (context, emb, state.feed)
+        else:
+            parts = (emb, state.feed)
+        rnn_input = torch.cat(parts, dim=-1)  # (batch, [context +] embed [+ feed])
+        if self.cells_for(rnn_input):
+            output, hidden = lstm_cells_step(self.rnn, rnn_input, state.hidden)
+        else:
+            output, hidden = self.rnn(rnn_input.unsqueeze(1), state.hidden)
+            output = output.squeeze(1)
+        if self.query_current:
+            context, weights = attend(self.attention, output, state)  # from the new output
+        feed = None
+        if self.attentional is not None:
+            output = feed = torch.tanh(self.attentional(torch.cat((output, context), dim=-1)))
+        return output, replace(state, hidden=hidden, feed=feed), weights.squeeze(1)
+
+    def teacher_forced(self, emb: torch.Tensor, state: DecoderState
+                       ) -> tuple[torch.Tensor, DecoderState, torch.Tensor]:
+        if self.unrolled_on(emb):
+            hidden, final, feed, weights = unrolled(self, emb, state.memory, state.prepared_keys, state.src_mask,
+                                                    state.hidden, state.feed)
+            return hidden, replace(state, hidden=final, feed=feed), weights
+        outputs, step_weights = [], []
+        for t in range(emb.shape[1]):
+            output, state, step_weight = self.step(emb[:, t], state)
+            outputs.append(output)
+            step_weights.append(step_weight)
+        return torch.stack(outputs, dim=1), state, torch.stack(step_weights, dim=1)  # (batch, tgt_len, ...)
+
+    def unrolled_on(self, emb: torch.Tensor) -> bool:
+        """Whether teacher forcing takes `unrolled`: on the CPU in fp32, unless `use_cells` pins the
+        step path. CUDA keeps its fused cells, and bf16 autocast oneDNN's bf16 LSTM (not measured
+        against the unrolled loop: no bf16 CPU was at hand)."""
+        return (self.use_cells is None and emb.device.type == "cpu"
+                and not torch.is_autocast_enabled("cpu"))

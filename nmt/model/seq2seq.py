@@ -10,8 +10,9 @@ from nmt.data.vocab import Vocab
 from nmt.hardware import to_device
 from nmt.model.attention import sequence_mask
 from nmt.model.copy import CopyGate, CopyScores
-from nmt.model.decoder import Decoder, DecoderState
+from nmt.model.decoder import AttentionDecoder, Decoder, DecoderState
 from nmt.model.encoder import Encoder
+from nmt.model.parallel_decoder import ParallelDecoder
 
 UNRANKED = (1 << 30) + 1  # as candidates' k: every token, in vocabulary order (sampling with no cut ranks none)
 
@@ -25,7 +26,7 @@ def ranked(log_probs: torch.Tensor, k: int | torch.Tensor) -> tuple[torch.Tensor
 
 
 class Seq2Seq(nn.Module):
-    def __init__(self, encoder: Encoder, decoder: Decoder):
+    def __init__(self, encoder: Encoder, decoder: AttentionDecoder):
         super().__init__()
         self.encoder = encoder
         self.decoder = decoder
@@ -78,11 +79,14 @@ def build_model(cfg: ModelConfig, src_vocab: Vocab, tgt_vocab: Vocab) -> Seq2Seq
     encoder = Encoder(vocab_size=len(src_vocab), embed_size=cfg.embed_size, hidden_size=cfg.hidden_size,
                       num_layers=cfg.num_layers, dropout=cfg.dropout, pad_id=src_vocab.pad_id,
                       bidirectional=cfg.bidirectional, bridge=cfg.bridge)
-    decoder = Decoder(vocab_size=len(tgt_vocab), embed_size=cfg.embed_size, hidden_size=cfg.hidden_size,
-                      num_layers=cfg.num_layers, dropout=cfg.dropout, attention=cfg.attention,
-                      pad_id=tgt_vocab.pad_id, input_feeding=cfg.input_feeding,
-                      attention_query=cfg.attention_query, tie_embeddings=cfg.tie_embeddings,
-                      copy=CopyGate(cfg.hidden_size, cfg.embed_size, src_vocab, tgt_vocab) if cfg.copy_attention else None)
+    shared = dict(vocab_size=len(tgt_vocab), embed_size=cfg.embed_size, hidden_size=cfg.hidden_size,
+                  num_layers=cfg.num_layers, dropout=cfg.dropout, attention=cfg.attention, pad_id=tgt_vocab.pad_id,
+                  tie_embeddings=cfg.tie_embeddings,
+                  copy=CopyGate(cfg.hidden_size, cfg.embed_size, src_vocab, tgt_vocab) if cfg.copy_attention else None)
+    if cfg.decoder == "parallel":
+        decoder = ParallelDecoder(**shared, residual=cfg.residual, layer_norm=cfg.layer_norm)
+    else:
+        decoder = Decoder(**shared, input_feeding=cfg.input_feeding, attention_query=cfg.attention_query)
     if cfg.share_embeddings:  # one vocabulary for both languages: a name is one row for both sides
         if src_vocab != tgt_vocab:
             raise ValueError("model.share_embeddings needs the same source and target vocabulary")

@@ -14,7 +14,10 @@ VOCAB = Vocab(list(SPECIALS) + [f"w{i}" for i in range(20)])
 VARIANTS = {"seed": {},
             "options": dict(embed_size=16, bidirectional=True, bridge=True, input_feeding=True, tie_embeddings=True),
             "luong-order": dict(embed_size=16, bidirectional=True, input_feeding=True, tie_embeddings=True,
-                                attention_query="current")}
+                                attention_query="current"),
+            "parallel": dict(embed_size=16, bidirectional=True, tie_embeddings=True, decoder="parallel"),
+            "parallel-rnmt": dict(embed_size=16, num_layers=3, bidirectional=True, tie_embeddings=True,
+                                  decoder="parallel", residual=True, layer_norm=True)}
 variants = pytest.mark.parametrize("options", VARIANTS.values(), ids=VARIANTS.keys())
 
 
@@ -217,3 +220,44 @@ def test_unrolled_training_loop_gives_the_step_loops_loss_and_gradients(options)
         assert torch.allclose(results[None][0], results[path][0], rtol=1e-5)
         for name, grad in results[None][1].items():
             assert torch.allclose(grad, results[path][1][name], atol=1e-5), name
+
+
+@pytest.mark.parametrize("options", [dict(decoder="parallel", dropout=0.3),
+                                     dict(decoder="parallel", num_layers=3, residual=True, layer_norm=True, dropout=0.3),
+                                     dict(decoder="parallel", num_layers=1, copy_attention=True)],
+                         ids=["parallel", "parallel-rnmt", "parallel-copy"])
+def test_parallel_decoder_trains_in_one_call_a_layer_as_it_decodes_step_by_step(options):
+    """The parallel arrangement's teacher forcing (each LSTM layer called once over the target,
+    attention for every position in one call) gives the log-probabilities of decoding one
+    position at a time, with padding, through either LSTM path; and in training the gradient
+    reaches every weight."""
+    model = _model(**options)
+    src, src_lens = torch.tensor([[5, 6, 7, 2], [8, 2, 0, 0], [9, 10, 2, 0]]), torch.tensor([4, 2, 3])
+    tgt_in = torch.tensor([[1, 9, 10, 11, 12], [1, 12, 0, 0, 0], [1, 13, 14, 0, 0]])
+    calls = []
+    for rnn in model.decoder.layers:
+        rnn.register_forward_hook(lambda module, args, out: calls.append(args[0].shape[1]))
+    full = model(src, src_lens, tgt_in).log_softmax(-1)
+    assert calls == [tgt_in.shape[1]] * len(model.decoder.layers)  # one call a layer, every position at once
+    for use_cells in (None, True, False):
+        model.decoder.use_cells = use_cells
+        state = model.encode(src, src_lens)
+        with torch.no_grad():
+            for t in range(tgt_in.shape[1]):
+                logits, state, _ = model.decode_step(tgt_in[:, t], state)
+                real = tgt_in[:, t] != VOCAB.pad_id
+                assert torch.allclose(logits.log_softmax(-1)[real], full[:, t][real], atol=1e-5)
+    model.decoder.use_cells = None
+    model.train()
+    model(src, src_lens, tgt_in).logsumexp(-1).sum().backward()
+    assert all(p.grad is not None and p.grad.abs().sum() > 0 for p in model.decoder.parameters())
+
+
+def test_the_parallel_decoders_dropout_is_between_layers_and_only_in_training():
+    model = _model(decoder="parallel", dropout=0.5)
+    src, src_lens, tgt_in = torch.tensor([[5, 6, 7, 2]]), torch.tensor([4]), torch.tensor([[1, 9, 10, 11]])
+    assert torch.equal(model(src, src_lens, tgt_in), model(src, src_lens, tgt_in))
+    model.train()
+    assert not torch.equal(model(src, src_lens, tgt_in), model(src, src_lens, tgt_in))
+    one_layer = _model(decoder="parallel", dropout=0.5, num_layers=1).train()  # nothing between layers
+    assert torch.equal(one_layer(src, src_lens, tgt_in), one_layer(src, src_lens, tgt_in))

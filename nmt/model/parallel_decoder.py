@@ -1,0 +1,79 @@
+"""The parallel arrangement of the decoder (`model.decoder: parallel`): OpenNMT-py's
+StdRNNDecoder, and RNMT+'s decoder (Chen et al. 2018) in its layout.
+
+The bottom LSTM layer reads only the target embeddings; attention is computed from its outputs
+(the seed's additive attention, the query being the bottom layer's new output); each layer above
+reads [below; context], and the attentional layer tanh(W [top; context]) meets the output
+projection. Nothing flows back from one position's output into the next position's input (no
+input feeding), so teacher forcing runs each LSTM layer once over the whole target, and attends
+for every position in one batched call, where the stepwise decoder makes a few hundred small
+calls a batch. Decoding runs the same weights one position at a time through the same code, a
+sequence of length one (tests hold the two equal).
+
+Options of RNMT+, each a key of its own: `model.residual` adds each upper layer's input from
+below to its output; `model.layer_norm` normalises each layer's output (nn.LSTM's fused call
+leaves no room for normalising inside the cell, as RNMT+ does).
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from nmt.model.copy import CopyGate
+from nmt.model.decoder import AttentionDecoder, DecoderState, lstm_cells_step
+
+
+class ParallelDecoder(AttentionDecoder):
+    def __init__(self, vocab_size: int, embed_size: int, hidden_size: int, num_layers: int,
+                 dropout: float = 0.0, attention: str = "additive", pad_id: int = 0,
+                 tie_embeddings: bool = False, copy: CopyGate | None = None,
+                 residual: bool = False, layer_norm: bool = False):
+        super().__init__(vocab_size, embed_size, hidden_size, attention, pad_id, attentional=True,
+                         input_feeding=False, tie_embeddings=tie_embeddings, copy=copy)
+        self.layers = nn.ModuleList(nn.LSTM(embed_size if layer == 0 else 2 * hidden_size, hidden_size,
+                                            batch_first=True) for layer in range(num_layers))
+        self.norms = nn.ModuleList(nn.LayerNorm(hidden_size) for _ in range(num_layers)) if layer_norm else None
+        self.dropout = dropout  # on each layer's output where it enters the layer above, as nn.LSTM's
+        self.residual = residual
+
+    def run(self, emb: torch.Tensor, state: DecoderState, cells: bool = False
+            ) -> tuple[torch.Tensor, DecoderState, torch.Tensor]:
+        """emb (batch, steps, embed) -> attentional outputs (batch, steps, hidden), the state after
+        the last step, attention weights (batch, steps, src_len). `cells`: one step by fused cells."""
+        h0, c0 = state.hidden
+        finals = []
+
+        def lstm(layer: int, x: torch.Tensor) -> torch.Tensor:
+            rnn, begin = self.layers[layer], (h0[layer:layer + 1], c0[layer:layer + 1])
+            if cells:
+                output, final = lstm_cells_step(rnn, x.squeeze(1), begin)
+                output = output.unsqueeze(1)
+            else:
+                output, final = rnn(x, begin)
+            finals.append(final)
+            return output if self.norms is None else self.norms[layer](output)
+
+        below = lstm(0, emb)
+        context, weights = self.attention(below, state.memory, state.memory, mask=state.src_mask,
+                                          prepared_keys=state.prepared_keys)
+        for layer in range(1, len(self.layers)):
+            inputs = torch.cat((F.dropout(below, self.dropout, self.training), context), dim=-1)
+            output = lstm(layer, inputs)
+            below = output + below if self.residual else output
+        output = torch.tanh(self.attentional(torch.cat((below, context), dim=-1)))
+        hidden = (torch.cat([h for h, _ in finals]), torch.cat([c for _, c in finals]))
+        return output, replace(state, hidden=hidden), weights
+
+    def step(self, emb: torch.Tensor, state: DecoderState
+             ) -> tuple[torch.Tensor, DecoderState, torch.Tensor]:
+        output, state, weights = self.run(emb.unsqueeze(1), state, cells=self.cells_for(emb))
+        return output.squeeze(1), state, weights.squeeze(1)
+
+    def teacher_forced(self, emb: torch.Tensor, state: DecoderState
+                       ) -> tuple[torch.Tensor, DecoderState, torch.Tensor]:
+        # Padding after a target's end changes nothing before it: every layer reads left to right.
+        return self.run(emb, state)

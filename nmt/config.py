@@ -187,7 +187,8 @@ class ModelConfig:
     input_feeding: bool = False  # the last attentional output is fed back into the decoder LSTM
     attention_query: str = "previous"  # previous: each step attends from the LSTM's previous state and reads
     # the context (Bahdanau, the seed's design); current: the LSTM steps first and attends from its new
-    # output (Luong's order, OpenNMT-py's RNN decoder; needs input_feeding)
+    # output (Luong's order, OpenNMT-py's RNN decoder; needs input_feeding). The parallel decoder always
+    # attends from its bottom layer's new output and does not read this key
     tie_embeddings: bool = False  # the output projection shares the target embedding matrix
     share_embeddings: bool = False  # encoder and decoder share one embedding matrix (needs data.joint_vocab)
     copy_attention: bool = False  # a gate mixes in copying source tokens by attention (pointer-generator)
@@ -209,7 +210,7 @@ class ModelConfig:
                               "set model.input_feeding: false (it always attends from its bottom layer's output)")
         if self.decoder == "stepwise" and (self.residual or self.layer_norm):
             raise ConfigError("model.residual and model.layer_norm belong to model.decoder: parallel")
-        if self.attention_query == "current" and not self.input_feeding:
+        if self.decoder == "stepwise" and self.attention_query == "current" and not self.input_feeding:
             raise ConfigError("model.attention_query: current needs model.input_feeding: true (the attentional "
                               "output is where the new context meets the LSTM's output)")
         if not 0 <= self.dropout < 1:

@@ -28,6 +28,7 @@ PRECISIONS = ("auto", "fp32", "bf16")
 LR_SCHEDULES = ("constant", "plateau", "linear")
 TOKENIZERS = ("word", "subword")
 SUBWORD_TYPES = ("unigram", "bpe")
+ENSEMBLE_COMBINATIONS = ("log_prob", "prob")
 # A language code as it names files (PREFIX.en) and sacreBLEU tokenizers: letters, then -REGION.
 LANGUAGE_CODE = re.compile(r"[A-Za-z]{2,8}(-[A-Za-z0-9]{1,8})?")
 
@@ -38,10 +39,20 @@ def _positive(section: str, **values: float) -> None:
             raise ConfigError(f"{section}.{key} must be > 0 (got {value})")
 
 
-def _non_negative(section: str, **values: float) -> None:
+def _at_least(section: str, low: int, **values: float) -> None:
     for key, value in values.items():
-        if value < 0:
-            raise ConfigError(f"{section}.{key} must be >= 0 (got {value})")
+        if value < low:
+            raise ConfigError(f"{section}.{key} must be >= {low} (got {value})")
+
+
+_INTERVALS = {"[0, 1)": lambda v: 0 <= v < 1, "[0, 1]": lambda v: 0 <= v <= 1, "(0, 1)": lambda v: 0 < v < 1}
+
+
+def _within(section: str, interval: str, **values: float) -> None:
+    """Each value in `interval`: "[0, 1)", "[0, 1]" or "(0, 1)"."""
+    for key, value in values.items():
+        if not _INTERVALS[interval](value):
+            raise ConfigError(f"{section}.{key} must be in {interval} (got {value})")
 
 
 def _one_of(section: str, choices: tuple[str, ...], **values: str) -> None:
@@ -103,41 +114,45 @@ class DataConfig:
     subword_type: str = "unigram"  # subword: SentencePiece's unigram or bpe
     joint_vocab: bool = False  # subword: one model learned on both languages (names segment alike)
     split_digits: bool = False  # subword: every digit its own piece on both sides, so numbers copy digit by digit
-    subword_sampling: float = 0.0  # subword regularization: each epoch re-segments the training pairs by
-    # sampling (BPE-dropout's probability for bpe, the smoothing alpha for unigram); 0: off
-    copy_augment: float = 0.0  # subword: share of the pairs with names or numbers on both sides that have
-    # them replaced by random ones each epoch, the same on both sides (nmt/data/copy_augment.py); 0: off
-    subword_sample: int = 2_000_000  # subword: sentences a side SentencePiece learns from, a seeded sample
-    # of the training split when it is larger (SentencePiece's input_sentence_size)
-    prepared_dir: str = "data/prepared"  # where `nmt prepare` keeps the split, encoded corpus (a folder a
-    # corpus and data config)
-    valid: str | None = None  # a dev set in any form `path` takes: validation, early stopping and best.pt
-    # follow it, and the pairs the md5 split would have held out for validation go back to training
+    # subword regularization: each epoch re-segments the training pairs by sampling (BPE-dropout's probability
+    # for bpe, the smoothing alpha for unigram); 0: off
+    subword_sampling: float = 0.0
+    # subword: share of the pairs with names or numbers on both sides that have them replaced by random ones
+    # each epoch, the same on both sides (nmt/data/copy_augment.py); 0: off
+    copy_augment: float = 0.0
+    # subword: sentences a side SentencePiece learns from, a seeded sample of the training split when it is
+    # larger (SentencePiece's input_sentence_size)
+    subword_sample: int = 2_000_000
+    # where `nmt prepare` keeps the split, encoded corpus (one folder a corpus and data config)
+    prepared_dir: str = "data/prepared"
+    # a dev set in any form `path` takes: validation, early stopping and best.pt follow it, and the pairs the
+    # md5 split would have held out for validation go back to training
+    valid: str | None = None
     test: str | None = None  # a test set likewise: the test split (`nmt eval --split test`) is this file
     drop_overlap: bool = True  # drop training pairs whose source is also in data.valid or data.test
-    protect: bool = False  # subword: numbers become placeholders the model moves and the translator
-    # restores exactly, in the target's conventions (nmt/data/protected_numbers.py)
+    # subword: numbers become placeholders the model moves and the translator restores exactly, in the
+    # target's conventions (nmt/data/protected_numbers.py)
+    protect: bool = False
     weight: float = 1.0  # how often an epoch draws each training pair of `path`: 2 twice, 0.5 a random half
-    corpora: list[str] = field(default_factory=list)  # more training corpora, each "PATH[:WEIGHT[:TAG]]":
-    # only their training split trains; TAG (e.g. <bt>) is one reserved source piece put before each of
-    # their sources (tagged back-translation). The vocabularies are learned from `path` alone.
+    # more training corpora, each "PATH[:WEIGHT[:TAG]]": only their training split trains; TAG (e.g. <bt>) is
+    # one reserved source piece put before each of their sources (tagged back-translation). The vocabularies
+    # are learned from `path` alone.
+    corpora: list[str] = field(default_factory=list)
 
     def __post_init__(self) -> None:
-        _positive("data", min_freq=self.min_freq, vocab_size=self.vocab_size, subword_sample=self.subword_sample)
+        _positive("data", min_freq=self.min_freq, vocab_size=self.vocab_size, subword_sample=self.subword_sample,
+                  weight=self.weight)
         _one_of("data", TOKENIZERS, tokenizer=self.tokenizer)
         _one_of("data", SUBWORD_TYPES, subword_type=self.subword_type)
         if self.num_pairs is not None:
             _positive("data", num_pairs=self.num_pairs)
-        if self.max_len < 2:
-            raise ConfigError(f"data.max_len must be >= 2 (got {self.max_len})")
+        _at_least("data", 2, max_len=self.max_len)
         for key in ("src_lang", "tgt_lang"):
             if not LANGUAGE_CODE.fullmatch(getattr(self, key)):
                 raise ConfigError(f"data.{key} must be a language code such as en, fr or pt-BR "
                                   f"(got {getattr(self, key)!r})")
-        if not 0 <= self.subword_sampling < 1:
-            raise ConfigError(f"data.subword_sampling must be in [0, 1) (got {self.subword_sampling})")
-        if not 0 <= self.copy_augment <= 1:
-            raise ConfigError(f"data.copy_augment must be in [0, 1] (got {self.copy_augment})")
+        _within("data", "[0, 1)", subword_sampling=self.subword_sampling)
+        _within("data", "[0, 1]", copy_augment=self.copy_augment)
         if self.copy_augment and self.tokenizer != "subword":
             raise ConfigError("data.copy_augment needs data.tokenizer: subword (a word vocabulary "
                               "has no pieces to spell a random name with)")
@@ -146,7 +161,6 @@ class DataConfig:
                               "a SentencePiece model)")
         if self.src_lang == self.tgt_lang:
             raise ConfigError(f"data.src_lang and data.tgt_lang must differ (both {self.src_lang!r})")
-        _positive("data", weight=self.weight)
         specs = self.corpus_specs()
         if specs and (self.subword_sampling or self.copy_augment):
             raise ConfigError("data.subword_sampling and data.copy_augment re-segment one corpus; with "
@@ -185,10 +199,11 @@ class ModelConfig:
     bidirectional: bool = False  # encoder reads both ways, hidden_size / 2 per direction
     bridge: bool = False  # learned layer from the encoder's final state to the decoder's initial one
     input_feeding: bool = False  # the last attentional output is fed back into the decoder LSTM
-    attention_query: str = "previous"  # previous: each step attends from the LSTM's previous state and reads
-    # the context (Bahdanau, the seed's design); current: the LSTM steps first and attends from its new
-    # output (Luong's order, OpenNMT-py's RNN decoder; needs input_feeding). The parallel decoder always
-    # attends from its bottom layer's new output and does not read this key
+    # previous: each step attends from the LSTM's previous state and reads the context (Bahdanau, the seed's
+    # design); current: the LSTM steps first and attends from its new output (Luong's order, OpenNMT-py's RNN
+    # decoder; needs input_feeding). The parallel decoder always attends from its bottom layer's new output
+    # and does not read this key
+    attention_query: str = "previous"
     tie_embeddings: bool = False  # the output projection shares the target embedding matrix
     share_embeddings: bool = False  # encoder and decoder share one embedding matrix (needs data.joint_vocab)
     copy_attention: bool = False  # a gate mixes in copying source tokens by attention (pointer-generator)
@@ -198,23 +213,27 @@ class ModelConfig:
     decoder: str = "stepwise"
     residual: bool = False  # parallel: each upper decoder layer adds its input from below to its output
     layer_norm: bool = False  # parallel: layer normalisation of each decoder layer's output
+    attention_heads: int = 1  # >1: multi-head additive attention (RNMT+), each head its slice of the units
+    embed_dropout: float = 0.0  # dropout on the source and target embeddings (RNMT+)
 
     def __post_init__(self) -> None:
         _positive("model", embed_size=self.embed_size, hidden_size=self.hidden_size,
-                  num_layers=self.num_layers)
-        _non_negative("model", init_uniform=self.init_uniform)
+                  num_layers=self.num_layers, attention_heads=self.attention_heads)
+        _at_least("model", 0, init_uniform=self.init_uniform)
+        _within("model", "[0, 1)", dropout=self.dropout, embed_dropout=self.embed_dropout)
         _one_of("model", ATTENTION_QUERIES, attention_query=self.attention_query)
         _one_of("model", DECODERS, decoder=self.decoder)
         if self.decoder == "parallel" and self.input_feeding:
             raise ConfigError("model.decoder: parallel feeds nothing back from one position to the next: "
                               "set model.input_feeding: false (it always attends from its bottom layer's output)")
+        if self.attention_heads > 1 and (self.attention != "additive" or self.hidden_size % self.attention_heads):
+            raise ConfigError(f"model.attention_heads: {self.attention_heads} needs model.attention: additive and a "
+                              f"model.hidden_size it divides (got {self.attention}, {self.hidden_size})")
         if self.decoder == "stepwise" and (self.residual or self.layer_norm):
             raise ConfigError("model.residual and model.layer_norm belong to model.decoder: parallel")
         if self.decoder == "stepwise" and self.attention_query == "current" and not self.input_feeding:
             raise ConfigError("model.attention_query: current needs model.input_feeding: true (the attentional "
                               "output is where the new context meets the LSTM's output)")
-        if not 0 <= self.dropout < 1:
-            raise ConfigError(f"model.dropout must be in [0, 1) (got {self.dropout})")
         if self.bidirectional and self.hidden_size % 2:
             raise ConfigError(f"model.bidirectional needs an even model.hidden_size (got {self.hidden_size})")
         if self.tie_embeddings and self.embed_size != self.hidden_size:
@@ -238,8 +257,9 @@ class TrainConfig:
     max_minutes: float = 0.0  # 0: no time limit; otherwise stop cleanly (validate, save) at the budget
     clip_grad: float = 1.0  # max gradient norm; 0 disables clipping
     label_smoothing: float = 0.0
-    ema_decay: float = 0.0  # >0: an exponential moving average of the weights (Marian's exponential smoothing)
-    # is what validation, best.pt and translation use; the raw weights keep training
+    # >0: an exponential moving average of the weights (Marian's exponential smoothing) is what validation,
+    # best.pt and translation use; the raw weights keep training
+    ema_decay: float = 0.0
     seed: int = 1
     threads: int = 0  # torch intra-op threads; 0 keeps torch's default
     device: str = "auto"
@@ -249,10 +269,12 @@ class TrainConfig:
     save_every: int = 500  # checkpoint every N steps too (validations and epoch ends always save); 0: off
     keep_last: int = 3  # rotating ckpt-<step>.pt files kept (best.pt and last.pt are extra)
     val_bleu_sentences: int = 500  # fixed validation subset for the per-epoch BLEU
-    val_max_pairs: int = 5000  # validation reads about this many valid pairs at most (whole sources, spread
-    # over the split): a corpus of millions has tens of thousands, fra-eng 1,753
-    val_beam_size: int = 1  # the search of validation during training: greedy keeps it fast (decode.beam_size
-    # is what translate, eval and serve use)
+    # validation reads about this many valid pairs at most (whole sources, spread over the split): a corpus of
+    # millions has tens of thousands, fra-eng 1,753
+    val_max_pairs: int = 5000
+    # the search of validation during training: greedy keeps it fast (decode.beam_size is what translate, eval
+    # and serve use)
+    val_beam_size: int = 1
     patience: int = 0  # stop after this many validations without a better BLEU; 0: no early stopping
     tensorboard: bool = False  # TensorBoard curves in RUN/tensorboard/ (pip install -e ".[tensorboard]")
     init_from: str | None = None  # set by `nmt train --init-from`: the parent checkpoint this run started from
@@ -261,19 +283,15 @@ class TrainConfig:
     def __post_init__(self) -> None:
         _positive("train", batch_size=self.batch_size, lr=self.lr, epochs=self.epochs, log_every=self.log_every,
                   val_bleu_sentences=self.val_bleu_sentences, keep_last=self.keep_last,
-                  val_beam_size=self.val_beam_size, val_max_pairs=self.val_max_pairs)
-        _non_negative("train", max_steps=self.max_steps, max_minutes=self.max_minutes, clip_grad=self.clip_grad,
+                  val_beam_size=self.val_beam_size, val_max_pairs=self.val_max_pairs,
+                  lr_decay_patience=self.lr_decay_patience)
+        _at_least("train", 0, max_steps=self.max_steps, max_minutes=self.max_minutes, clip_grad=self.clip_grad,
                       threads=self.threads, eval_every=self.eval_every, save_every=self.save_every,
                       patience=self.patience, warmup_steps=self.warmup_steps, min_lr=self.min_lr,
                       batch_tokens=self.batch_tokens)
-        _positive("train", lr_decay_patience=self.lr_decay_patience)
-        if not 0 < self.lr_decay_factor < 1:
-            raise ConfigError(f"train.lr_decay_factor must be in (0, 1) (got {self.lr_decay_factor})")
+        _within("train", "(0, 1)", lr_decay_factor=self.lr_decay_factor)
+        _within("train", "[0, 1)", label_smoothing=self.label_smoothing, ema_decay=self.ema_decay)
         _one_of("train", LR_SCHEDULES, lr_schedule=self.lr_schedule)
-        if not 0 <= self.label_smoothing < 1:
-            raise ConfigError(f"train.label_smoothing must be in [0, 1) (got {self.label_smoothing})")
-        if not 0 <= self.ema_decay < 1:
-            raise ConfigError(f"train.ema_decay must be in [0, 1) (got {self.ema_decay})")
         _one_of("train", PRECISIONS, precision=self.precision)
         _one_of("train", DEVICES, device=self.device)
 
@@ -286,17 +304,18 @@ class DecodeConfig:
     max_input_len: int = 100  # longer inputs are truncated with a warning
     max_output_ratio: float = 2.0  # output cap: ratio * source length + extra tokens
     max_output_extra: int = 10
-    strict_numbers: bool = True  # data.protect: search writes every source number exactly once and no
-    # digit of its own (false: placeholders at most once each, digits free, as before; for comparison)
-    ensemble: str = "log_prob"  # an ensemble (-c A+B) ranks tokens by the weighted mean of its models'
-    # log-probabilities (log_prob, OpenNMT-py's and Marian's way) or the log of their mean probability (prob, fairseq's)
+    # data.protect: search writes every source number exactly once and no digit of its own (false:
+    # placeholders at most once each, digits free, as before; for comparison)
+    strict_numbers: bool = True
+    # an ensemble (-c A+B) ranks tokens by the weighted mean of its models' log-probabilities (log_prob,
+    # OpenNMT-py's and Marian's way) or the log of their mean probability (prob, fairseq's)
+    ensemble: str = "log_prob"
 
     def __post_init__(self) -> None:
         _positive("decode", beam_size=self.beam_size, batch_size=self.batch_size,
                   max_input_len=self.max_input_len, max_output_ratio=self.max_output_ratio)
-        _non_negative("decode", max_output_extra=self.max_output_extra, length_penalty=self.length_penalty)
-        if self.ensemble not in ("log_prob", "prob"):
-            raise ConfigError(f"decode.ensemble must be log_prob or prob (got {self.ensemble!r})")
+        _at_least("decode", 0, max_output_extra=self.max_output_extra, length_penalty=self.length_penalty)
+        _one_of("decode", ENSEMBLE_COMBINATIONS, ensemble=self.ensemble)
 
 
 @dataclass(frozen=True)

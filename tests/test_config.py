@@ -38,6 +38,8 @@ def _with(section, key, value):
     ({**TINY, "model": {**TINY["model"], "decoder": "parallel", "input_feeding": True}},
      "model.decoder: parallel feeds nothing back.*model.input_feeding: false"),
     (_with("model", "residual", True), "model.residual and model.layer_norm belong to model.decoder: parallel"),
+    (_with("model", "attention_heads", 5), "model.attention_heads: 5 needs model.attention: additive and a model.hidden_size"),
+    (_with("model", "embed_dropout", 1.0), r"model.embed_dropout must be in \[0, 1\)"),
     ({**TINY, "model": {**TINY["model"], "embed_size": 8, "hidden_size": 16, "tie_embeddings": True}},
      r"model.tie_embeddings needs model.embed_size == model.hidden_size \(8 != 16\)"),
     ({**TINY, "model": {**TINY["model"], "hidden_size": 15, "bidirectional": True}},

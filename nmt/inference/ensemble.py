@@ -16,9 +16,8 @@ from dataclasses import dataclass
 
 import torch
 
+from nmt.config import ENSEMBLE_COMBINATIONS
 from nmt.model.seq2seq import UNRANKED, ranked
-
-COMBINATIONS = ("log_prob", "prob")
 
 
 @dataclass(frozen=True)
@@ -31,8 +30,7 @@ class EnsembleState:
 
 class Ensemble:
     def __init__(self, models: Sequence, weights: Sequence[float] | None = None, combine: str = "log_prob"):
-        if combine not in COMBINATIONS:
-            raise ValueError(f"decode.ensemble must be one of {COMBINATIONS} (got {combine!r})")
+        assert combine in ENSEMBLE_COMBINATIONS, combine  # decode.ensemble's rule, checked with the config
         weights = list(weights) if weights else [1.0] * len(models)
         total = sum(weights)
         self.models, self.combine = list(models), combine

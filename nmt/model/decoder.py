@@ -83,31 +83,35 @@ def lstm_cells_step(rnn: nn.LSTM, x: torch.Tensor, state: LSTMState) -> tuple[to
     return x, (torch.stack(hs), torch.stack(cs))
 
 
-def attend(attention: nn.Module, query: torch.Tensor, state: DecoderState) -> tuple[torch.Tensor, torch.Tensor]:
-    """query (batch, hidden) -> context (batch, hidden), weights (batch, 1, src_len)."""
-    context, weights = attention(query.unsqueeze(1), state.memory, state.memory, mask=state.src_mask,
-                                 prepared_keys=state.prepared_keys)
-    return context.squeeze(1), weights
-
-
 class AttentionDecoder(nn.Module):
     """What every arrangement of the decoder shares: the target embedding, the attention, the
     attentional layer tanh(W [top output; context]), the output projection (tied or not) and
     copy attention; the teacher-forced run's projection and the one-position decoding step.
-    A subclass owns its LSTM layers: `step` (one position) and `teacher_forced` (every position)."""
+    A subclass owns its LSTM layers, made by `layers()` between the attention and the output layers
+    (the order the weights are drawn in, so a seed gives the stepwise decoder the weights it always
+    had): `step` (one position) and `teacher_forced` (every position)."""
 
     def __init__(self, vocab_size: int, embed_size: int, hidden_size: int, attention: str, pad_id: int,
-                 attentional: bool, input_feeding: bool, tie_embeddings: bool, copy: CopyGate | None):
+                 attentional: bool, input_feeding: bool, tie_embeddings: bool, copy: CopyGate | None,
+                 attention_heads: int = 1, embed_dropout: float = 0.0):
         super().__init__()
         self.embedding = nn.Embedding(vocab_size, embed_size, padding_idx=pad_id)
-        self.attention = ATTENTION[attention](hidden_size, hidden_size, hidden_size)
+        self.embed_dropout = nn.Dropout(embed_dropout)
+        heads = {} if attention_heads == 1 else {"heads": attention_heads}  # (additive attention only)
+        self.attention = ATTENTION[attention](hidden_size, hidden_size, hidden_size, **heads)
+        self.layers()
         self.attentional = nn.Linear(2 * hidden_size, hidden_size, bias=False) if attentional else None
         self.input_feeding = input_feeding  # the state carries the last attentional output (`feed`)
         self.out = nn.Linear(hidden_size, vocab_size)
-        if tie_embeddings:  # the model's config has checked embed_size == hidden_size
+        if tie_embeddings:
+            assert embed_size == hidden_size, "model.tie_embeddings' rule, checked with the config"
             self.out.weight = self.embedding.weight
         self.copy = copy
         self.use_cells: bool | None = None  # None: cells on CUDA and for small inference steps (see above)
+
+    def layers(self) -> None:
+        """Make the LSTM layers (from what the subclass set before calling __init__)."""
+        raise NotImplementedError
 
     def init_state(self, memory: torch.Tensor, hidden: LSTMState, src_mask: torch.Tensor,
                    src: torch.Tensor | None = None) -> DecoderState:
@@ -115,6 +119,11 @@ class AttentionDecoder(nn.Module):
         feed = memory.new_zeros(memory.shape[0], self.out.in_features) if self.input_feeding else None
         copy_ids = None if self.copy is None else self.copy.copy_ids(src)
         return DecoderState(memory, self.attention.prepare_keys(memory), src_mask, hidden, feed, copy_ids)
+
+    def attend(self, queries: torch.Tensor, state: DecoderState) -> tuple[torch.Tensor, torch.Tensor]:
+        """queries (batch, steps, hidden) -> contexts (batch, steps, hidden), weights (batch, steps, src_len)."""
+        return self.attention(queries, state.memory, state.memory, mask=state.src_mask,
+                              prepared_keys=state.prepared_keys)
 
     def cells_for(self, x: torch.Tensor) -> bool:
         """Whether a step of rows `x` runs fused cells rather than a one-step nn.LSTM call (see above)."""
@@ -151,7 +160,7 @@ class AttentionDecoder(nn.Module):
         come only for those, as (len(positions), vocab): padding never reaches the large output
         projection and softmax.
         """
-        emb = self.embedding(tgt_in)  # (batch, tgt_len, embed), looked up once for all steps
+        emb = self.embed_dropout(self.embedding(tgt_in))  # (batch, tgt_len, embed), looked up once for all steps
         hidden, state, weights = self.teacher_forced(emb, state)
 
         def rows(x: torch.Tensor) -> torch.Tensor:  # (batch, tgt_len, ...) -> (rows, ...)
@@ -188,19 +197,25 @@ class Decoder(AttentionDecoder):
     def __init__(self, vocab_size: int, embed_size: int, hidden_size: int, num_layers: int,
                  dropout: float = 0.0, attention: str = "additive", pad_id: int = 0,
                  input_feeding: bool = False, tie_embeddings: bool = False, copy: CopyGate | None = None,
-                 attention_query: str = "previous"):
-        super().__init__(vocab_size, embed_size, hidden_size, attention, pad_id, attentional=input_feeding,
-                         input_feeding=input_feeding, tie_embeddings=tie_embeddings, copy=copy)
-        feed_size = hidden_size if input_feeding else 0
+                 attention_query: str = "previous", attention_heads: int = 1, embed_dropout: float = 0.0):
         self.query_current = attention_query == "current"  # Luong's order: the LSTM reads no context
+        feed_size = hidden_size if input_feeding else 0
         context_size = 0 if self.query_current else hidden_size
-        self.rnn = nn.LSTM(context_size + embed_size + feed_size, hidden_size, num_layers, batch_first=True,
+        self.layer_sizes = (context_size + embed_size + feed_size, hidden_size, num_layers, dropout)
+        super().__init__(vocab_size, embed_size, hidden_size, attention, pad_id, attentional=input_feeding,
+                         input_feeding=input_feeding, tie_embeddings=tie_embeddings, copy=copy,
+                         attention_heads=attention_heads, embed_dropout=embed_dropout)
+
+    def layers(self) -> None:
+        input_size, hidden_size, num_layers, dropout = self.layer_sizes
+        self.rnn = nn.LSTM(input_size, hidden_size, num_layers, batch_first=True,
                            dropout=dropout if num_layers > 1 else 0.0)
 
     def step(self, emb: torch.Tensor, state: DecoderState
              ) -> tuple[torch.Tensor, DecoderState, torch.Tensor]:
         if not self.query_current:
-            context, weights = attend(self.attention, state.hidden[0][-1], state)  # from the top layer's last state
+            context, weights = self.attend(state.hidden[0][-1][:, None], state)  # from the top layer's last state
+            context = context.squeeze(1)
             parts = (context, emb) if state.feed is None else (context, emb, state.feed)
         else:
             parts = (emb, state.feed)
@@ -211,7 +226,8 @@ class Decoder(AttentionDecoder):
             output, hidden = self.rnn(rnn_input.unsqueeze(1), state.hidden)
             output = output.squeeze(1)
         if self.query_current:
-            context, weights = attend(self.attention, output, state)  # from the new output
+            context, weights = self.attend(output[:, None], state)  # from the new output
+            context = context.squeeze(1)
         feed = None
         if self.attentional is not None:
             output = feed = torch.tanh(self.attentional(torch.cat((output, context), dim=-1)))

@@ -37,12 +37,13 @@ class Encoder(nn.Module):
     direction (as OpenNMT-py does), so attention and the decoder see the same shapes either way."""
 
     def __init__(self, vocab_size: int, embed_size: int, hidden_size: int, num_layers: int,
-                 dropout: float = 0.0, pad_id: int = 0, bidirectional: bool = False, bridge: bool = False):
+                 dropout: float = 0.0, pad_id: int = 0, bidirectional: bool = False, bridge: bool = False,
+                 embed_dropout: float = 0.0):
         super().__init__()
-        if bidirectional and hidden_size % 2:
-            raise ValueError(f"a bidirectional encoder needs an even hidden_size (got {hidden_size})")
+        assert not (bidirectional and hidden_size % 2), "model.bidirectional's rule, checked with the config"
         self.bidirectional = bidirectional
         self.embedding = nn.Embedding(vocab_size, embed_size, padding_idx=pad_id)
+        self.embed_dropout = nn.Dropout(embed_dropout)
         self.rnn = nn.LSTM(embed_size, hidden_size // 2 if bidirectional else hidden_size, num_layers,
                            batch_first=True, dropout=dropout if num_layers > 1 else 0.0,
                            bidirectional=bidirectional)
@@ -57,7 +58,7 @@ class Encoder(nn.Module):
         With `src_lens`, the sequence is packed so the final state is taken at each sentence's
         last real token rather than after its padding (for the backward direction: at its first).
         """
-        emb = self.embedding(src)  # (batch, src_len, embed)
+        emb = self.embed_dropout(self.embedding(src))  # (batch, src_len, embed)
         if src_lens is None:
             outputs, state = self.rnn(emb)
         else:

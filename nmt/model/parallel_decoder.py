@@ -12,7 +12,9 @@ sequence of length one (tests hold the two equal).
 
 Options of RNMT+, each a key of its own: `model.residual` adds each upper layer's input from
 below to its output; `model.layer_norm` normalises each layer's output (nn.LSTM's fused call
-leaves no room for normalising inside the cell, as RNMT+ does).
+leaves no room for normalising inside the cell, as RNMT+ does); `model.attention_heads` and
+`model.embed_dropout` (multi-head additive attention, dropout on both embeddings) belong to every
+arrangement and live with the attention and the embeddings.
 """
 
 from __future__ import annotations
@@ -30,15 +32,20 @@ from nmt.model.decoder import AttentionDecoder, DecoderState, lstm_cells_step
 class ParallelDecoder(AttentionDecoder):
     def __init__(self, vocab_size: int, embed_size: int, hidden_size: int, num_layers: int,
                  dropout: float = 0.0, attention: str = "additive", pad_id: int = 0,
-                 tie_embeddings: bool = False, copy: CopyGate | None = None,
-                 residual: bool = False, layer_norm: bool = False):
-        super().__init__(vocab_size, embed_size, hidden_size, attention, pad_id, attentional=True,
-                         input_feeding=False, tie_embeddings=tie_embeddings, copy=copy)
-        self.layers = nn.ModuleList(nn.LSTM(embed_size if layer == 0 else 2 * hidden_size, hidden_size,
-                                            batch_first=True) for layer in range(num_layers))
-        self.norms = nn.ModuleList(nn.LayerNorm(hidden_size) for _ in range(num_layers)) if layer_norm else None
+                 tie_embeddings: bool = False, copy: CopyGate | None = None, attention_heads: int = 1,
+                 embed_dropout: float = 0.0, residual: bool = False, layer_norm: bool = False):
+        self.layer_sizes = (embed_size, hidden_size, num_layers, layer_norm)
         self.dropout = dropout  # on each layer's output where it enters the layer above, as nn.LSTM's
         self.residual = residual
+        super().__init__(vocab_size, embed_size, hidden_size, attention, pad_id, attentional=True,
+                         input_feeding=False, tie_embeddings=tie_embeddings, copy=copy,
+                         attention_heads=attention_heads, embed_dropout=embed_dropout)
+
+    def layers(self) -> None:
+        embed_size, hidden_size, num_layers, layer_norm = self.layer_sizes
+        self.lstms = nn.ModuleList(nn.LSTM(embed_size if layer == 0 else 2 * hidden_size, hidden_size,
+                                           batch_first=True) for layer in range(num_layers))
+        self.norms = nn.ModuleList(nn.LayerNorm(hidden_size) for _ in range(num_layers)) if layer_norm else None
 
     def run(self, emb: torch.Tensor, state: DecoderState, cells: bool = False
             ) -> tuple[torch.Tensor, DecoderState, torch.Tensor]:
@@ -48,7 +55,7 @@ class ParallelDecoder(AttentionDecoder):
         finals = []
 
         def lstm(layer: int, x: torch.Tensor) -> torch.Tensor:
-            rnn, begin = self.layers[layer], (h0[layer:layer + 1], c0[layer:layer + 1])
+            rnn, begin = self.lstms[layer], (h0[layer:layer + 1], c0[layer:layer + 1])
             if cells:
                 output, final = lstm_cells_step(rnn, x.squeeze(1), begin)
                 output = output.unsqueeze(1)
@@ -58,9 +65,8 @@ class ParallelDecoder(AttentionDecoder):
             return output if self.norms is None else self.norms[layer](output)
 
         below = lstm(0, emb)
-        context, weights = self.attention(below, state.memory, state.memory, mask=state.src_mask,
-                                          prepared_keys=state.prepared_keys)
-        for layer in range(1, len(self.layers)):
+        context, weights = self.attend(below, state)  # every position's query in one call
+        for layer in range(1, len(self.lstms)):
             inputs = torch.cat((F.dropout(below, self.dropout, self.training), context), dim=-1)
             output = lstm(layer, inputs)
             below = output + below if self.residual else output

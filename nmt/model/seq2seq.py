@@ -78,18 +78,18 @@ class Seq2Seq(nn.Module):
 def build_model(cfg: ModelConfig, src_vocab: Vocab, tgt_vocab: Vocab) -> Seq2Seq:
     encoder = Encoder(vocab_size=len(src_vocab), embed_size=cfg.embed_size, hidden_size=cfg.hidden_size,
                       num_layers=cfg.num_layers, dropout=cfg.dropout, pad_id=src_vocab.pad_id,
-                      bidirectional=cfg.bidirectional, bridge=cfg.bridge)
+                      bidirectional=cfg.bidirectional, bridge=cfg.bridge, embed_dropout=cfg.embed_dropout)
     shared = dict(vocab_size=len(tgt_vocab), embed_size=cfg.embed_size, hidden_size=cfg.hidden_size,
                   num_layers=cfg.num_layers, dropout=cfg.dropout, attention=cfg.attention, pad_id=tgt_vocab.pad_id,
-                  tie_embeddings=cfg.tie_embeddings,
+                  tie_embeddings=cfg.tie_embeddings, attention_heads=cfg.attention_heads,
+                  embed_dropout=cfg.embed_dropout,
                   copy=CopyGate(cfg.hidden_size, cfg.embed_size, src_vocab, tgt_vocab) if cfg.copy_attention else None)
     if cfg.decoder == "parallel":
         decoder = ParallelDecoder(**shared, residual=cfg.residual, layer_norm=cfg.layer_norm)
     else:
         decoder = Decoder(**shared, input_feeding=cfg.input_feeding, attention_query=cfg.attention_query)
     if cfg.share_embeddings:  # one vocabulary for both languages: a name is one row for both sides
-        if src_vocab != tgt_vocab:
-            raise ValueError("model.share_embeddings needs the same source and target vocabulary")
+        assert src_vocab == tgt_vocab, "model.share_embeddings' rule (data.joint_vocab), checked with the config"
         decoder.embedding.weight = encoder.embedding.weight
         if cfg.tie_embeddings:  # fairseq's share_all_embeddings: the output projection too
             decoder.out.weight = encoder.embedding.weight

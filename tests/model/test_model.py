@@ -17,7 +17,7 @@ VARIANTS = {"seed": {},
                                 attention_query="current"),
             "parallel": dict(embed_size=16, bidirectional=True, tie_embeddings=True, decoder="parallel"),
             "parallel-rnmt": dict(embed_size=16, num_layers=3, bidirectional=True, tie_embeddings=True,
-                                  decoder="parallel", residual=True, layer_norm=True)}
+                                  decoder="parallel", residual=True, layer_norm=True, attention_heads=4)}
 variants = pytest.mark.parametrize("options", VARIANTS.values(), ids=VARIANTS.keys())
 
 
@@ -31,7 +31,7 @@ def _model(attention="additive", **options):
 def test_padding_does_not_change_a_sentence(options):
     """Packing and masking make a sentence's logits independent of how much the batch pads it
     (for a bidirectional encoder too, whose backward direction starts at the last real token)."""
-    for attention in ("additive", "dot"):
+    for attention in ("additive", "dot") if options.get("attention_heads", 1) == 1 else ("additive",):
         model = _model(attention, **options)
         src = torch.tensor([[5, 6, 7, 2]])
         padded = torch.tensor([[5, 6, 7, 2, 0, 0, 0], [8, 9, 10, 11, 12, 13, 2]])
@@ -223,7 +223,8 @@ def test_unrolled_training_loop_gives_the_step_loops_loss_and_gradients(options)
 
 
 @pytest.mark.parametrize("options", [dict(decoder="parallel", dropout=0.3),
-                                     dict(decoder="parallel", num_layers=3, residual=True, layer_norm=True, dropout=0.3),
+                                     dict(decoder="parallel", num_layers=3, residual=True, layer_norm=True, dropout=0.3,
+                                          attention_heads=4, embed_dropout=0.2),
                                      dict(decoder="parallel", num_layers=1, copy_attention=True)],
                          ids=["parallel", "parallel-rnmt", "parallel-copy"])
 def test_parallel_decoder_trains_in_one_call_a_layer_as_it_decodes_step_by_step(options):
@@ -235,10 +236,10 @@ def test_parallel_decoder_trains_in_one_call_a_layer_as_it_decodes_step_by_step(
     src, src_lens = torch.tensor([[5, 6, 7, 2], [8, 2, 0, 0], [9, 10, 2, 0]]), torch.tensor([4, 2, 3])
     tgt_in = torch.tensor([[1, 9, 10, 11, 12], [1, 12, 0, 0, 0], [1, 13, 14, 0, 0]])
     calls = []
-    for rnn in model.decoder.layers:
+    for rnn in model.decoder.lstms:
         rnn.register_forward_hook(lambda module, args, out: calls.append(args[0].shape[1]))
     full = model(src, src_lens, tgt_in).log_softmax(-1)
-    assert calls == [tgt_in.shape[1]] * len(model.decoder.layers)  # one call a layer, every position at once
+    assert calls == [tgt_in.shape[1]] * len(model.decoder.lstms)  # one call a layer, every position at once
     for use_cells in (None, True, False):
         model.decoder.use_cells = use_cells
         state = model.encode(src, src_lens)
@@ -261,3 +262,40 @@ def test_the_parallel_decoders_dropout_is_between_layers_and_only_in_training():
     assert not torch.equal(model(src, src_lens, tgt_in), model(src, src_lens, tgt_in))
     one_layer = _model(decoder="parallel", dropout=0.5, num_layers=1).train()  # nothing between layers
     assert torch.equal(one_layer(src, src_lens, tgt_in), one_layer(src, src_lens, tgt_in))
+
+
+@pytest.mark.parametrize("smoothing", [0.0, 0.1])
+def test_summed_cross_entropy_is_torchs_in_value_and_gradient(smoothing):
+    import torch.nn.functional as F
+
+    from nmt.model.loss import SummedCrossEntropy
+
+    torch.manual_seed(0)
+    logits, targets = torch.randn(37, 50, requires_grad=True), torch.randint(0, 50, (37,))
+    expected = F.cross_entropy(logits, targets, reduction="sum", label_smoothing=smoothing)
+    expected_grad, = torch.autograd.grad(expected * 0.3, logits)
+    loss = SummedCrossEntropy.apply(logits, targets, smoothing)
+    grad, = torch.autograd.grad(loss * 0.3, logits)
+    assert torch.allclose(loss, expected, rtol=1e-6) and torch.allclose(grad, expected_grad, atol=1e-7)
+
+
+def test_multi_head_additive_attention_is_each_heads_own_attention_side_by_side():
+    """Each head scores its slice of the units with its own v, over the unmasked keys only, and
+    reads its slice of the values; the weights returned are the heads' mean."""
+    from nmt.model.attention import AdditiveAttention, masked_softmax
+
+    torch.manual_seed(0)
+    heads, attention = 4, AdditiveAttention(6, 8, 8, heads=4)
+    query, keys = torch.randn(2, 3, 6), torch.randn(2, 5, 8)
+    mask = torch.tensor([[True] * 5, [True, True, True, False, False]])
+    context, weights = attention(query, keys, keys, mask=mask)
+    features = torch.tanh(attention.W_q(query).unsqueeze(2) + attention.W_k(keys).unsqueeze(1))
+    contexts, head_weights = [], []
+    for head in range(heads):
+        scores = features[..., 2 * head: 2 * head + 2] @ attention.v.weight[head]
+        w = masked_softmax(scores, mask=mask)
+        contexts.append(torch.bmm(w, keys[..., 2 * head: 2 * head + 2]))
+        head_weights.append(w)
+    assert torch.allclose(context, torch.cat(contexts, -1), atol=1e-6)
+    assert torch.allclose(weights, torch.stack(head_weights).mean(0), atol=1e-6)
+    assert torch.allclose(weights.sum(-1), torch.ones(2, 3)) and (weights[1, :, 3:] == 0).all()

@@ -284,6 +284,23 @@ def test_pipe_is_answered_line_by_line(trained):
     assert proc.returncode == 0
 
 
+def test_every_mode_streams_a_piped_file_with_the_progress_line(trained):
+    """--scores (like --align, --prefix and --nbest) goes through the one pipeline plain --input
+    does: the first chunk is answered before the input ends, and the speed line comes at the end."""
+    import subprocess
+    proc = _nmt_process(["translate", "-c", trained["run"], "--scores", "--input", "-"], stdin=subprocess.PIPE,
+                        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, bufsize=1)
+    try:
+        proc.stdin.write("I see a cat.\n" * 513)  # decode.batch_size 32: a chunk of 512, and one line more
+        proc.stdin.flush()
+        assert proc.stdout.readline().startswith("Je vois un chat.\t")  # while stdin is still open
+    finally:
+        proc.stdin.close()
+    out, err = proc.stdout.read(), proc.stderr.read()
+    assert proc.wait(timeout=120) == 0 and len(out.splitlines()) == 512
+    assert all(line.count("\t") == 2 for line in out.splitlines()) and "translated 513 sentences" in err
+
+
 def test_interactive_prompt_on_a_terminal(trained):
     import pty
     import select
@@ -318,13 +335,13 @@ def test_interactive_prompt_on_a_terminal(trained):
 def test_file_input_is_streamed_in_chunks(trained, tmp_path, monkeypatch):
     from nmt.inference.translator import Translator
     seen = []
-    original = Translator.translate
+    original = Translator.nbest
 
     def spy(self, lines, *args, **kwargs):
         seen.append(len(lines))
         return original(self, lines, *args, **kwargs)
 
-    monkeypatch.setattr(Translator, "translate", spy)
+    monkeypatch.setattr(Translator, "nbest", spy)
     path = tmp_path / "many.txt"
     path.write_text("I see a cat.\n" * 1100, encoding="utf-8")
     result = invoke("translate", "-i", path, "-c", trained["run"])  # decode.batch_size 32: chunks of 512

@@ -70,4 +70,5 @@ TopPOpt = Annotated[float, typer.Option(
     "--top-p", help="With --sample: draw from the smallest set of tokens whose probability reaches P (1: all).")]
 TemperatureOpt = Annotated[float, typer.Option(
     "--temperature", help="With --sample: below 1 sharpens the distribution, above 1 flattens it.")]
+QuietOpt = Annotated[bool, typer.Option("--quiet", "-q", help="No progress bar or log lines.")]
 SeedOpt = Annotated[int, typer.Option("--seed", help="With --sample: the same seed draws the same samples.")]

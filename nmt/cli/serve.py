@@ -7,7 +7,7 @@ from typing import Annotated, Optional
 import typer
 
 from nmt.cli.app import app, setup_logging, user_errors
-from nmt.cli.options import CheckpointOpt, DeviceOpt, EngineOpt, LooseNumbersOpt
+from nmt.cli.options import BeamOpt, CheckpointOpt, DeviceOpt, EngineOpt, LooseNumbersOpt
 from nmt.errors import NmtError
 
 
@@ -18,8 +18,7 @@ def serve(
     host: Annotated[str, typer.Option(help="Address to bind; loopback unless you mean to share it.")] = "127.0.0.1",
     port: Annotated[int, typer.Option(min=0, max=65535, help="Port (0: any free one).")] = 8000,
     device: DeviceOpt = "auto",
-    beam: Annotated[Optional[int], typer.Option("--beam", "-k", min=1, help=(
-        "Beam size of requests that name none (default: the checkpoint's decode.beam_size; 1 is greedy)."))] = None,
+    beam: BeamOpt = None,
     max_beam: Annotated[int, typer.Option(min=1, help="Largest beam or n-best a request may ask for.")] = 10,
     max_texts: Annotated[int, typer.Option(min=1, help="Texts in one request.")] = 64,
     max_chars: Annotated[int, typer.Option(min=1, help="Characters in one text.")] = 1000,
@@ -40,7 +39,7 @@ def serve(
     from nmt.serving.server import ServeSettings, run_server
 
     setup_logging()
-    settings = ServeSettings(beam=beam, max_beam=max(max_beam, beam or 1), max_texts=max_texts, max_chars=max_chars,
+    settings = ServeSettings(beam=beam, max_beam=max_beam, max_texts=max_texts, max_chars=max_chars,
                              max_body_bytes=max_body_kb * 1024, max_batch=max_batch, max_wait_ms=max_wait_ms,
                              queue_size=queue_size)
     run_server(checkpoint, device, host, port, settings, engine, False if loose_numbers else None)

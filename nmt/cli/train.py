@@ -14,7 +14,8 @@ import typer
 from tqdm.contrib.logging import logging_redirect_tqdm
 
 from nmt.cli.app import app, logger, setup_logging, user_errors
-from nmt.cli.options import DataOpt, InitFromOpt, NprocOpt, ResumeOpt, SetOpt, TargetArg, TestOpt, ValidOpt
+from nmt.cli.options import (DataOpt, InitFromOpt, NprocOpt, QuietOpt, ResumeOpt, SetOpt, TargetArg, TestOpt,
+                             ValidOpt)
 from nmt.config import CorpusSpec
 from nmt.errors import ConfigError
 
@@ -33,7 +34,7 @@ def train(
         "--data", help="The corpus (as `nmt prepare --data`), as PATH[:WEIGHT]; repeat it for more training "
                        "corpora, each PATH[:WEIGHT[:TAG]] (data.corpora): the first gives the split and the "
                        "vocabularies.")] = None,
-    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress bar or log lines.")] = False,
+    quiet: QuietOpt = False,
     nproc: NprocOpt = 1,
     valid: ValidOpt = None,
     test: TestOpt = None,
@@ -111,7 +112,7 @@ def prepare(
         show_default=False)] = None,
     data: DataOpt = None,
     set_: SetOpt = None,
-    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress bar or log lines.")] = False,
+    quiet: QuietOpt = False,
 ) -> None:
     """Split, learn the vocabularies and encode a corpus once, into data.prepared_dir (nmt train does it when needed)."""
     from nmt.config import load_config

@@ -43,7 +43,6 @@ def translate(text: TextArg = None, input_: InputOpt = None, checkpoint: Checkpo
               prefix: PrefixOpt = None, loose_numbers: LooseNumbersOpt = False, sample: SampleOpt = False,
               top_k: TopKOpt = 0, top_p: TopPOpt = 1.0, temperature: TemperatureOpt = 1.0, seed: SeedOpt = 0) -> None:
     """Translate: sentences given here, a file, piped stdin, or an interactive prompt."""
-    from nmt.data.corpus import iter_text_lines
     from nmt.inference.translator import Translator
 
     setup_logging()
@@ -58,24 +57,59 @@ def translate(text: TextArg = None, input_: InputOpt = None, checkpoint: Checkpo
         raise NmtError("--scores and --align annotate the best translation; leave out --nbest")
     sampling = _sampling(sample, beam, top_k, top_p, temperature, seed)
     translator = Translator.load(checkpoint, device, engine=engine, strict_numbers=False if loose_numbers else None)
-    translator.sampling = sampling
     if plot or show_attention:
         _translate_with_attention(translator, text, plot, show_attention, beam)
-    elif scores or align or prefix:
-        _print_checked(translator, text if text else _read_all(input_), beam, scores, align, tokenized, prefix, nbest)
-    elif nbest > 1:
-        _print_nbest(translator, text if text else _read_all(input_), beam, nbest, tokenized)
-    elif text:
-        for line in translator.translate(text, beam, tokenized):
-            typer.echo(line)
+        return
+    printer = Printer(translator, tokenized, scores, align, nbest)
+    search = dict(n=nbest, beam=beam, prefix=prefix, sample=sampling)
+    if text:
+        printer.print_all(translator.nbest_stream(text, **search))
     elif input_ is not None:
-        _translate_file(translator, input_, beam, tokenized)
-    elif sys.stdin.isatty():
-        _interactive(translator, beam, tokenized)
-    else:  # a pipe: answer each line as it arrives, so a program can talk to nmt line by line
-        for line in iter_text_lines(sys.stdin.buffer, "stdin"):
-            typer.echo(translator.translate(line, beam, tokenized))
-            sys.stdout.flush()
+        _translate_file(translator, input_, printer, search)
+    else:  # a prompt, or a pipe: each line answered as it arrives, so a program can talk to nmt line by line
+        lines = _prompted_lines(translator.tokenizer.source_lang) if sys.stdin.isatty() else _stdin_lines()
+        printer.print_all(translator.nbest_stream(lines, chunk_size=1, **search), flush=True)
+
+
+class Printer:
+    """The one output form the flags choose, for every input: the best translation (its text or
+    --tokenized form, with --scores its mean and word scores, with --align its alignment, tab-
+    separated), or with --nbest N the lines 'index<TAB>score<TAB>text' of each input's N best."""
+
+    def __init__(self, translator, tokenized: bool, scores: bool, align: bool, nbest: int):
+        self.translator, self.tokenized, self.scores, self.align, self.nbest = translator, tokenized, scores, align, nbest
+        self.index = 0  # of the next input, counted over the whole stream
+
+    def print_all(self, chunks, flush: bool = False) -> None:
+        for texts, results in chunks:
+            self.print(texts, results)
+            if flush:
+                sys.stdout.flush()
+
+    def print(self, texts: list[str], results: list) -> None:
+        from nmt.inference.translator import Translation, alignments
+        from nmt.inference.words import pharaoh
+
+        if self.nbest > 1:
+            for offset, translations in enumerate(results):
+                if not translations:  # an empty input still gets its line
+                    typer.echo(f"{self.index + offset}\t\t")
+                for t in translations:
+                    typer.echo(f"{self.index + offset}\t{t.score:.4f}\t{self._text(t)}")
+        else:
+            best = [hyps[0] if hyps else Translation("", "", float("nan"), []) for hyps in results]
+            aligned = alignments(self.translator, texts, best) if self.align else None
+            for offset, t in enumerate(best):
+                fields = [self._text(t)]
+                if self.scores:
+                    fields += [f"{t.mean_score:.4f}", " ".join(f"{s:.4f}" for s in t.word_scores)]
+                if aligned is not None:
+                    fields.append(pharaoh(aligned[offset]))
+                typer.echo("\t".join(fields))
+        self.index += len(texts)
+
+    def _text(self, t) -> str:
+        return t.tokenized if self.tokenized else t.text
 
 
 def _sampling(sample: bool, beam: Optional[int], top_k: int, top_p: float, temperature: float, seed: int):
@@ -93,8 +127,8 @@ def _sampling(sample: bool, beam: Optional[int], top_k: int, top_p: float, tempe
     return Sampling(top_k, top_p, temperature, seed)
 
 
-def _translate_file(translator, input_: str, beam: Optional[int], tokenized: bool) -> None:
-    """A file (or `-`, stdin) line by line to stdout, with a progress bar on stderr (a plain line
+def _translate_file(translator, input_: str, printer: Printer, search: dict) -> None:
+    """A file (or `-`, stdin) in chunks to stdout, with a progress bar on stderr (a plain line
     every 10 s off a terminal) and the speed at the end: back-translating a large file takes a while."""
     import time
 
@@ -103,9 +137,9 @@ def _translate_file(translator, input_: str, beam: Optional[int], tokenized: boo
 
     total = None if input_ == "-" else _count_lines(Path(input_))
     with _open_input(input_) as f, Meter(total, "translate", "sentences") as meter:
-        for line in translator.translate_stream(iter_text_lines(f, input_), beam, tokenized=tokenized):
-            typer.echo(line)
-            meter.update()
+        for texts, results in translator.nbest_stream(iter_text_lines(f, input_), **search):
+            printer.print(texts, results)
+            meter.update(len(texts))
     seconds = time.monotonic() - meter.start
     logger.info("translated %s sentences in %.1f s (%.1f sentences/s)", f"{meter.done:,.0f}", seconds,
                 meter.done / max(seconds, 1e-9))
@@ -136,32 +170,24 @@ def _read_all(input_: Optional[str]) -> list[str]:
         return list(iter_text_lines(f, input_ or "stdin"))
 
 
-def _print_nbest(translator, lines: list[str], beam: Optional[int], nbest: int, tokenized: bool,
-                 prefix: Optional[str] = None) -> None:
-    for index, translations in enumerate(translator.nbest(lines, nbest, beam, prefix=prefix)):
-        if not translations:  # an empty input still gets its line
-            typer.echo(f"{index}\t\t")
-        for t in translations:
-            typer.echo(f"{index}\t{t.score:.4f}\t{t.tokenized if tokenized else t.text}")
+def _stdin_lines():
+    from nmt.data.corpus import iter_text_lines
+
+    return iter_text_lines(sys.stdin.buffer, "stdin")
 
 
-def _print_checked(translator, lines: list[str], beam: Optional[int], scores: bool, align: bool,
-                   tokenized: bool, prefix: Optional[str], nbest: int) -> None:
-    from nmt.inference.translator import alignments
-    from nmt.inference.words import pharaoh
-
-    if nbest > 1:  # with --prefix only: n-best lists that all start with it
-        _print_nbest(translator, lines, beam, nbest, tokenized, prefix)
-        return
-    best = translator.translations(lines, beam, prefix=prefix)
-    aligned = alignments(translator, lines, best) if align else None
-    for index, t in enumerate(best):
-        fields = [t.tokenized if tokenized else t.text]
-        if scores:
-            fields += [f"{t.mean_score:.4f}", " ".join(f"{s:.4f}" for s in t.word_scores)]
-        if aligned is not None:
-            fields.append(pharaoh(aligned[index]))
-        typer.echo("\t".join(fields))
+def _prompted_lines(language: str):
+    """Lines typed at a prompt ("en> " for an English source), until an empty line, Ctrl-D or Ctrl-C."""
+    typer.echo("Type a sentence, get its translation; an empty line or Ctrl-D ends.", err=True)
+    while True:
+        try:
+            line = input(f"{language}> ")
+        except (EOFError, KeyboardInterrupt):
+            typer.echo("", err=True)
+            return
+        if not line.strip():
+            return
+        yield line
 
 
 def _translate_with_attention(translator, sentences: list[str], plot: Optional[Path], show: bool,
@@ -178,20 +204,6 @@ def _translate_with_attention(translator, sentences: list[str], plot: Optional[P
             languages = translator.tokenizer.source_lang, translator.tokenizer.target_lang
             plot_attention(src_tokens, out_tokens, weights, plot, title=sentence, languages=languages)
             typer.echo(f"attention heatmap written to {plot}", err=True)
-
-
-def _interactive(translator, beam: Optional[int], tokenized: bool) -> None:
-    typer.echo("Type a sentence, get its translation; an empty line or Ctrl-D ends.", err=True)
-    prompt = f"{translator.tokenizer.source_lang}> "  # "en> " for an English source
-    while True:
-        try:
-            line = input(prompt)
-        except (EOFError, KeyboardInterrupt):
-            typer.echo("", err=True)
-            return
-        if not line.strip():
-            return
-        typer.echo(translator.translate(line, beam, tokenized))
 
 
 @app.command()

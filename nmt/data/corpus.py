@@ -21,7 +21,7 @@ import urllib.parse
 import urllib.request
 import zipfile
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import BinaryIO
 
@@ -50,6 +50,13 @@ def corpus_exists(path: Path, cfg: DataConfig) -> bool:
     return path.is_file() or all(p.is_file() for p in language_files(path, cfg))
 
 
+def require_corpus(path: Path, cfg: DataConfig, what: str, origin: str = "") -> None:
+    """One line saying that `what` is not at `path` (named by `origin`), and the forms a corpus takes."""
+    if not corpus_exists(path, cfg):
+        raise DataError(f"{what} not found: {path}{origin}; give a tab-separated file such as fra.txt, a zip holding "
+                        f"one such as fra-eng.zip, or PREFIX of PREFIX.{cfg.src_lang} and PREFIX.{cfg.tgt_lang}")
+
+
 def resolve_corpus(cli_path: str | None, cfg: DataConfig, cache: Path | None = None) -> Path:
     """Find the corpus: --data, then data.path, then $NMT_CORPUS, then the cache, then download.
     The dev and test sets the config names (data.valid, data.test) must exist too."""
@@ -60,10 +67,7 @@ def resolve_corpus(cli_path: str | None, cfg: DataConfig, cache: Path | None = N
     for origin, value in candidates:
         if value is not None:
             path = Path(value).expanduser()
-            if not corpus_exists(path, cfg):
-                raise DataError(f"corpus not found: {path} (from {origin}); give a zip such as fra-eng.zip, "
-                                f"a tab-separated file such as fra.txt, or PREFIX of PREFIX.{cfg.src_lang} "
-                                f"and PREFIX.{cfg.tgt_lang}")
+            require_corpus(path, cfg, "corpus", f" (from {origin})")
             return path
     if cache.is_file():
         return cache
@@ -279,18 +283,50 @@ class SplitCounter:
             raise DataError(f"{self.path}: no usable 'source<TAB>target' lines in the training split")
 
 
-def load_splits(path: Path, num_pairs: int | None = None, cfg: DataConfig | None = None) -> Splits:
-    """Read, preprocess and split a corpus in memory, in the direction `cfg` gives (English to French
-    by default), for small corpora and tools; training reads prepared data (`nmt.data.prepare`), split
-    by the same rule. Every translation of one source sentence lands in the same split. Lines
-    without a tab or with an empty side are skipped with a warning; a corpus with no pair is an error."""
-    cfg = cfg or DataConfig()
-    splits, counter = Splits([], [], []), SplitCounter(path)
-    for number, first, second in PairReader(path, cfg):
+@dataclass
+class Overlap:
+    """Training pairs whose source is also in a given dev or test set (data.valid, data.test)."""
+    pairs: int = 0
+    sources: set[str] = field(default_factory=set)
+
+
+def split_pairs(reader: PairReader, cfg: DataConfig, counter: SplitCounter, overlap: Overlap,
+                num_pairs: int | None = None) -> Iterator[tuple[str, Pair]]:
+    """Every usable pair of the corpus with its split: the one rule by which training (through
+    `nmt.data.prepare`) and `load_splits` split a corpus. The md5 rule puts every translation of one
+    source in the same split; a dev or test set the config gives replaces its split (the md5 rule's
+    pairs of that split train instead), and with data.drop_overlap a training pair whose source is
+    in it is dropped (counted in `overlap`). The given sets' pairs come last."""
+    held_out = {split: whole_pairs(path, cfg, f"data.{split}") for split, path in held_out_files(cfg).items()}
+    held_sources = {" ".join(pair.src) for pairs in held_out.values() for pair in pairs}
+    for number, first, second in reader:
         if num_pairs is not None and number > num_pairs:
             break
-        if found := counter.usable(number, first, second, cfg):
-            getattr(splits, found[0]).append(found[1])
+        found = counter.usable(number, first, second, cfg)
+        if found is None:
+            continue
+        split, pair = found
+        if split in held_out:
+            split = "train"
+        if split == "train" and held_sources and (key := " ".join(pair.src)) in held_sources:
+            overlap.pairs += 1
+            overlap.sources.add(key)
+            if cfg.drop_overlap:  # a dev set must not grade what the model memorised
+                continue
+        yield split, pair
+    for split, pairs in held_out.items():
+        yield from ((split, pair) for pair in pairs)
+
+
+def load_splits(path: Path, num_pairs: int | None = None, cfg: DataConfig | None = None) -> Splits:
+    """Read, preprocess and split a corpus in memory, in the direction `cfg` gives (English to French
+    by default), for small corpora and tools, as training splits it (`split_pairs`; training reads
+    the prepared copy of `nmt.data.prepare`). Lines without a tab or with an empty side are skipped
+    with a warning; a corpus with no pair is an error."""
+    cfg = cfg or DataConfig()
+    splits, counter = Splits([], [], []), SplitCounter(path)
+    for split, pair in split_pairs(PairReader(path, cfg), cfg, counter, Overlap(), num_pairs):
+        getattr(splits, split).append(pair)
     counter.finish(len(splits.train))
     splits.skipped = counter.skipped
     return splits
@@ -299,9 +335,7 @@ def load_splits(path: Path, num_pairs: int | None = None, cfg: DataConfig | None
 def whole_pairs(path: Path, cfg: DataConfig, what: str = "a test set") -> list[Pair]:
     """Every line of a small corpus (a dev or test set) as a pair, in the direction `cfg` gives;
     such a set is used whole, so a line that holds no pair is an error naming it."""
-    if not corpus_exists(path, cfg):
-        raise DataError(f"{what} not found: {path}; give a tab-separated file, a zip holding one, or "
-                        f"PREFIX of PREFIX.{cfg.src_lang} and PREFIX.{cfg.tgt_lang}")
+    require_corpus(path, cfg, what)
     pairs = []
     for number, first, second in PairReader(path, cfg):
         found = split_pair(first, second, cfg) if first is not None and second is not None else None
@@ -321,9 +355,7 @@ def held_out_files(cfg: DataConfig) -> dict[str, Path]:
 
 def check_held_out(cfg: DataConfig) -> None:
     for split, path in held_out_files(cfg).items():
-        if not corpus_exists(path, cfg):
-            raise DataError(f"data.{split} not found: {path}; give a tab-separated file, a zip holding one, "
-                            f"or PREFIX of PREFIX.{cfg.src_lang} and PREFIX.{cfg.tgt_lang}")
+        require_corpus(path, cfg, f"data.{split}")
 
 
 def load_corpus(cli_path: str | None, cfg: DataConfig) -> tuple[Path, Splits]:

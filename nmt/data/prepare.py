@@ -23,14 +23,14 @@ import shutil
 import time
 import zipfile
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from nmt.config import DataConfig
-from nmt.data.corpus import PairReader, SplitCounter, held_out_files, language_files, whole_pairs
+from nmt.data.corpus import Overlap, PairReader, SplitCounter, held_out_files, language_files, split_pairs
 from nmt.data.indexed import IndexedArray, IndexedWriter, ids_dtype
 from nmt.data.tokenizer import SubwordTokenizer, Tokenizer, WordTokenizer
 from nmt.data.vocab import Vocab
@@ -90,12 +90,7 @@ def content_hash(files: list[Path]) -> str:
         with zipfile.ZipFile(files[0]) as archive:
             infos = [i for i in archive.infolist() if i.filename.endswith(".txt")]
             return "zip-crc32:" + ",".join(f"{i.filename}:{i.CRC:08x}:{i.file_size}" for i in infos)
-    digest = hashlib.sha256()
-    for file in files:
-        with open(file, "rb") as f:
-            while block := f.read(1 << 22):
-                digest.update(block)
-    return "sha256:" + digest.hexdigest()
+    return "sha256:" + file_sha256(*files)
 
 
 def fingerprint(corpus: Path, cfg: DataConfig) -> dict[str, Any]:
@@ -157,11 +152,13 @@ def stale_reason(folder: Path, corpus: Path, cfg: DataConfig, vocab: str | None)
     return None
 
 
-def file_sha256(path: Path) -> str:
+def file_sha256(*paths: Path) -> str:
+    """The sha256 of the files' bytes end to end, read in blocks (corpora and checkpoints can be GBs)."""
     digest = hashlib.sha256()
-    with open(path, "rb") as f:
-        while block := f.read(1 << 22):
-            digest.update(block)
+    for path in paths:
+        with open(path, "rb") as f:
+            while block := f.read(1 << 22):
+                digest.update(block)
     return digest.hexdigest()
 
 
@@ -279,35 +276,19 @@ def split_corpus(corpus: Path, cfg: DataConfig, out: Path, quiet: bool
     """The streaming pass: each line to its split's text stores; the training split's word counts
     (source always: the rare-word subset's vocabulary; target for word vocabularies). Returns
     the counts of pairs, the word counts and the sha256 of the stores."""
-    reader, counter = PairReader(corpus, cfg), SplitCounter(corpus)
+    reader, counter, overlap = PairReader(corpus, cfg), SplitCounter(corpus), Overlap()
     writers = {(split, side): IndexedWriter(out / f"{split}.{side}.txt", np.uint8) for split in SPLITS for side in SIDES}
     src_words: Counter = Counter()
     tgt_words: Counter = Counter()
     counts = dict.fromkeys(SPLITS, 0)
     count_targets = cfg.tokenizer == "word"
-    held_out = {split: whole_pairs(path, cfg, f"data.{split}") for split, path in held_out_files(cfg).items()}
-    held_sources = {" ".join(pair.src) for pairs in held_out.values() for pair in pairs}
-    overlap_pairs, overlap_sources = 0, set()
     with Meter(reader.total_bytes, f"prepare {corpus_name(corpus)}: reading", "B", quiet, unit_scale=True) as meter:
         read = 0
-        for number, first, second in reader:
-            if cfg.num_pairs is not None and number > cfg.num_pairs:
-                break
-            if number % 10_000 == 0:
+        for split, pair in split_pairs(reader, cfg, counter, overlap, cfg.num_pairs):
+            counts[split] += 1
+            if counts[split] % 10_000 == 0:
                 meter.update(reader.bytes_read - read)
                 read = reader.bytes_read
-            found = counter.usable(number, first, second, cfg)
-            if found is None:
-                continue
-            split, pair = found
-            if split in held_out:  # a given dev or test set replaces this split: its pairs train
-                split = "train"
-            if split == "train" and held_sources and (key := " ".join(pair.src)) in held_sources:
-                overlap_pairs += 1
-                overlap_sources.add(key)
-                if cfg.drop_overlap:  # a dev set must not grade what the model memorised
-                    continue
-            counts[split] += 1
             src_text, tgt_text = pair.raw
             writers[split, "src"].add(src_text.encode("utf-8"))
             writers[split, "tgt"].add(tgt_text.encode("utf-8"))
@@ -315,28 +296,28 @@ def split_corpus(corpus: Path, cfg: DataConfig, out: Path, quiet: bool
                 src_words.update(pair.src)
                 if count_targets:
                     tgt_words.update(pair.tgt)
-    for split, pairs in held_out.items():
-        for pair in pairs:
-            src_text, tgt_text = pair.raw
-            writers[split, "src"].add(src_text.encode("utf-8"))
-            writers[split, "tgt"].add(tgt_text.encode("utf-8"))
-        counts[split] = len(pairs)
-        logger.info("data.%s %s: %s pairs, %s sources; the md5 split's %s pairs train instead", split,
-                    held_out_files(cfg)[split], f"{len(pairs):,}", f"{len({' '.join(p.src) for p in pairs}):,}",
-                    split)
-    if held_out:
+    for split, path in held_out_files(cfg).items():
+        logger.info("data.%s %s: %s pairs; the md5 split's %s pairs train instead", split, path,
+                    f"{counts[split]:,}", split)
+    if held_out_files(cfg):
         action = "dropped from training (data.drop_overlap)" if cfg.drop_overlap else \
             "kept in training (data.drop_overlap: false)"
         logger.info("overlap: %s source(s) of data.valid/data.test also occur in the training corpus, in %s "
-                    "training pair(s), %s", f"{len(overlap_sources):,}", f"{overlap_pairs:,}", action)
-    digests = {}
-    for writer in writers.values():
-        writer.close()
-        digests.update(writer.digests)
+                    "training pair(s), %s", f"{len(overlap.sources):,}", f"{overlap.pairs:,}", action)
+    digests = closed(writers.values())
     counter.finish(counts["train"])
     counts["skipped"] = counter.skipped
-    counts["overlap"] = overlap_pairs
+    counts["overlap"] = overlap.pairs
     return counts, src_words, tgt_words, digests
+
+
+def closed(writers: Iterable[IndexedWriter]) -> dict[str, str]:
+    """Close the stores' writers; the sha256 of every file they wrote, by file name."""
+    digests: dict[str, str] = {}
+    for writer in writers:
+        writer.close()
+        digests.update(writer.digests)
+    return digests
 
 
 def learn_vocabularies(cfg: DataConfig, out: Path, src_words: Counter, tgt_words: Counter
@@ -366,9 +347,7 @@ def encode_texts(tokenizer: Tokenizer, vocabs: dict[str, Vocab], src: list[str],
     """Token ids (without <eos>) of both sides' sentences, in the tokenizer's best segmentation
     (numbers as placeholders with data.protect, which reads both sides of a pair)."""
     if isinstance(tokenizer, SubwordTokenizer):
-        if tokenizer.protector:
-            src, tgt = tokenizer.protector.protect_pairs(src, tgt)
-        return tokenizer.source_ids(src), tokenizer.target_ids(tgt)
+        return tokenizer.pair_ids(src, tgt)
     return ([vocabs["src"].encode(t) for t in tokenizer.source_tokens(src)],
             [vocabs["tgt"].encode(t) for t in tokenizer.target_tokens(tgt)])
 
@@ -396,7 +375,6 @@ def encode_splits(folder: Path, tokenizer: Tokenizer, src_vocab: Vocab, tgt_voca
     """Every split's text stores to id stores, in chunks (by a process pool for a large split);
     returns the sha256 of what was written."""
     vocabs, dtype = {"src": src_vocab, "tgt": tgt_vocab}, ids_dtype(max(len(src_vocab), len(tgt_vocab)))
-    digests: dict[str, str] = {}
     tasks = [(split, start, min(start + CHUNK, counts[split]))
              for split in SPLITS for start in range(0, counts[split], CHUNK)]
     writers = {(split, side): IndexedWriter(folder / f"{split}.{side}", dtype) for split in SPLITS for side in SIDES}
@@ -416,8 +394,5 @@ def encode_splits(folder: Path, tokenizer: Tokenizer, src_vocab: Vocab, tgt_voca
                 for side, (ids, sizes) in zip(SIDES, sides):
                     writers[split, side].add_array(ids, sizes)
                 meter.update(2 * (stop - start))
-    for writer in writers.values():
-        writer.close()
-        digests.update(writer.digests)
     _worker.clear()
-    return digests
+    return closed(writers.values())

@@ -222,6 +222,16 @@ class SubwordTokenizer:
         sample = dict(enable_sampling=True, alpha=alpha, nbest_size=-1, num_threads=1)
         return self.source_ids(src_texts, **sample), self.target_ids(tgt_texts, **sample)
 
+    def pair_ids(self, src_texts: Sequence[str], tgt_texts: Sequence[str], alpha: float = 0.0,
+                 seed: int = 0) -> tuple[list[list[int]], list[list[int]]]:
+        """Both sides' ids as the model trains on them: numbers as placeholders (data.protect, which
+        reads both sides of a pair), then the best segmentation, or with `alpha` a sampled one."""
+        if self.protector:
+            src_texts, tgt_texts = self.protector.protect_pairs(src_texts, tgt_texts)
+        if alpha:
+            return self.sampled_ids(src_texts, tgt_texts, alpha, seed)
+        return self.source_ids(src_texts), self.target_ids(tgt_texts)
+
     def target_text(self, tokens: Sequence[str]) -> str:
         # A model may write a word boundary twice ("▁", "▁1"); SentencePiece collapses such runs
         # in all it reads, so the output gets them collapsed too.

@@ -28,9 +28,10 @@ from nmt.errors import DataError, NmtError
 from nmt.evaluation.metrics import group_references, reference_streams, sacrebleu_metrics, score
 from nmt.evaluation.testsets import TestSet, from_corpus, from_files, from_sacrebleu
 from nmt.evaluation.validation import search_name, validate
-from nmt.inference.onnx_engine import engine_device
+from nmt.inference.engines import engine_device
 from nmt.inference.translator import Translator
-from nmt.model.checkpoint import BEST, LoadedModel, load_models
+from nmt.model.checkpoint import LoadedModel, load_models
+from nmt.model.runs import BEST
 from nmt.model.loss import validation_loss
 
 _NUMBER = re.compile(r"\d+")

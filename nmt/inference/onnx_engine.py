@@ -7,10 +7,9 @@ Tensors cross between torch and ONNX Runtime as numpy views of the same memory (
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 from pathlib import Path
@@ -19,8 +18,8 @@ from typing import TypeVar
 import numpy as np
 import torch
 
-from nmt.errors import CheckpointError, NmtError
-from nmt.hardware import resolve_device
+from nmt.data.prepare import file_sha256
+from nmt.errors import CheckpointError
 from nmt.inference.onnx_export import (
     MANIFEST,
     Manifest,
@@ -29,13 +28,11 @@ from nmt.inference.onnx_export import (
     export_run,
     flat_state,
     require_onnx,
-    sha256,
     unflat_state,
 )
 from nmt.model.decoder import DecoderState
 from nmt.model.seq2seq import UNRANKED
 
-ENGINES = ("torch", "onnx", "onnx-fp32")
 VARIANTS = {"onnx": "int8", "onnx-fp32": "fp32"}  # --engine -> the graphs it runs
 T, R = TypeVar("T"), TypeVar("R")
 logger = logging.getLogger(__name__)
@@ -51,7 +48,7 @@ def read_manifest(checkpoint: Path) -> tuple[Path, Manifest]:
     except (ValueError, TypeError) as e:  # not JSON, or the fields of another nmt version
         raise CheckpointError(f"{directory / MANIFEST} is unreadable ({str(e)[:100]}): export again with "
                               f"`nmt export {checkpoint.parent}`") from None
-    if manifest.checkpoint_sha256 != sha256(checkpoint):
+    if manifest.checkpoint_sha256 != file_sha256(checkpoint):
         raise CheckpointError(f"the ONNX export in {directory} is older than {checkpoint} (the checkpoint changed "
                               f"since): export it again with `nmt export {checkpoint.parent}`")
     return directory, manifest
@@ -148,42 +145,3 @@ def load_engine(checkpoint: Path, engine: str, threads: int | None = None) -> On
     require_onnx()
     directory, manifest = read_manifest(checkpoint)
     return OnnxSeq2Seq(directory, manifest, VARIANTS[engine], threads or torch.get_num_threads())
-
-
-def map_batches(model: object, decode: Callable[[T], R], batches: list[T]) -> list[R]:
-    """decode(batch) for every batch, in order: the ONNX engine decodes several at once, with
-    torch on one thread meanwhile (`torch_threads`)."""
-    if not isinstance(model, OnnxSeq2Seq):
-        return [decode(batch) for batch in batches]
-    with torch_threads(model):
-        return model.map_batches(decode, batches)
-
-
-def engine_device(engine: str, device: str | torch.device) -> torch.device:
-    """The device `engine` decodes on: `device` for torch, the CPU for the ONNX engines; one
-    line for an engine that does not exist or a device it cannot run on."""
-    if engine not in ENGINES:
-        raise NmtError(f"unknown engine {engine!r}: choose one of {', '.join(ENGINES)}")
-    if engine == "torch":
-        return device if isinstance(device, torch.device) else resolve_device(device)
-    if str(device) not in ("auto", "cpu"):
-        raise NmtError(f"--engine {engine} runs on the CPU (ONNX Runtime's CPU provider): "
-                       f"drop --device {device}, or use --engine torch")
-    return torch.device("cpu")
-
-
-@contextlib.contextmanager
-def torch_threads(model: object) -> Iterator[None]:
-    """While ONNX Runtime decodes, torch (left with the search's bookkeeping) runs on one thread:
-    its OpenMP workers otherwise spin on after each call, on the cores ONNX Runtime needs (int8
-    greedy on 2 cores, before ONNX Runtime's own spinning was turned off: 774 sentences/s with
-    torch at two threads, 1,291 at one)."""
-    if not isinstance(model, OnnxSeq2Seq):
-        yield
-        return
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
-        yield
-    finally:
-        torch.set_num_threads(threads)

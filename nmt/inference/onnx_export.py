@@ -17,7 +17,6 @@ The fp32 graphs keep tied embeddings as one table (the lookup and a Gemm read it
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import json
 import logging
 import os
@@ -30,9 +29,11 @@ from pathlib import Path
 import torch
 from torch import nn
 
+from nmt.data.prepare import file_sha256
 from nmt.errors import NmtError
-from nmt.model.checkpoint import ensemble_members, load_model, resolve_checkpoint
+from nmt.model.checkpoint import load_model
 from nmt.model.decoder import DecoderState
+from nmt.model.runs import ensemble_members, resolve_checkpoint
 
 OPSET = 17
 ONNX_INSTALL = 'pip install -e ".[onnx]"'
@@ -77,14 +78,6 @@ class Manifest:
 def export_dir(checkpoint: Path) -> Path:
     """Where the export of a checkpoint lives: runs/x/best.pt -> runs/x/onnx/best/."""
     return checkpoint.parent / "onnx" / checkpoint.stem
-
-
-def sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
 
 
 def graph_name(variant: str, part: str) -> str:
@@ -323,7 +316,7 @@ def export_run(checkpoint: str | Path | None) -> tuple[Path, Manifest]:
     import onnxruntime
 
     path = resolve_checkpoint(checkpoint)
-    digest = sha256(path)  # before reading it: a checkpoint rewritten meanwhile then reads as newer
+    digest = file_sha256(path)  # before reading it: a checkpoint rewritten meanwhile then reads as newer
     loaded = load_model(path)
     model = loaded.model.cpu().eval()
     model.decoder.use_cells = False  # one LSTM node per layer: what DynamicQuantizeLSTM replaces

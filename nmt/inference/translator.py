@@ -29,7 +29,8 @@ from nmt.data.tokenizer import Tokenizer, WordTokenizer, legacy_form
 from nmt.data.vocab import EOS, Vocab
 from nmt.errors import NmtError
 from nmt.inference.ensemble import Ensemble
-from nmt.inference.onnx_engine import OnnxSeq2Seq, engine_device, load_engine, map_batches, torch_threads
+from nmt.inference.engines import engine_device, map_batches, torch_threads
+from nmt.inference.onnx_engine import OnnxSeq2Seq, load_engine
 from nmt.inference.sampling import Sampling, samples
 from nmt.inference.search import Hypothesis, beam_search, forced, greedy, hypothesis
 from nmt.inference.words import alignment, text_words, word_scores, words_of
@@ -96,12 +97,18 @@ def prefix_ids(tokenizer: Tokenizer, vocab: Vocab, prefix: str | Sequence[str] |
                ) -> list[list[int]] | None:
     """The target ids each of `count` outputs must start with: `prefix` (one for all, or one per
     text) tokenized as the target is; None without one."""
+    prefixes = one_per_text(prefix, count)
+    return None if prefixes is None else [vocab.encode(tokens) for tokens in tokenizer.target_tokens(prefixes)]
+
+
+def one_per_text(prefix: str | Sequence[str] | None, count: int, texts: str = "sentences") -> list[str] | None:
+    """`prefix` for each of `count` texts: one string is every text's, a list gives one a text."""
     if prefix is None:
         return None
     prefixes = [prefix] * count if isinstance(prefix, str) else list(prefix)
     if len(prefixes) != count:
-        raise NmtError(f"{len(prefixes)} prefixes for {count} sentences: give one for all, or one per sentence")
-    return [vocab.encode(tokens) for tokens in tokenizer.target_tokens(prefixes)]
+        raise NmtError(f"{len(prefixes)} prefixes for {count} {texts}: give one for all, or one per text")
+    return prefixes
 
 
 def rule(tokenizer: Tokenizer, numbers: Sequence[list[Number]], strict_eos: int | None) -> SpanRule | None:
@@ -164,9 +171,8 @@ def forced_batches(translator: Translator, src_tokens: Sequence[list[str]], out_
                    scored: bool = True) -> dict[int, tuple[list[float], torch.Tensor]]:
     """`search.forced` over many sentences, batched by source length: per non-empty source, its
     output's token scores (where `scored`) and attention weights."""
-    order = sorted((i for i, s in enumerate(src_tokens) if s), key=lambda i: len(src_tokens[i]))
-    size, vocab = translator.cfg.batch_size, translator.tgt_vocab
-    batches = [order[start: start + size] for start in range(0, len(order), size)]
+    vocab = translator.tgt_vocab
+    batches = by_length(src_tokens, translator.cfg.batch_size)
 
     def decode(indices: list[int]) -> list[tuple[list[float], torch.Tensor]]:
         ids = [source_ids(src_tokens[i], translator.src_vocab, translator.cfg.max_input_len) for i in indices]
@@ -177,6 +183,12 @@ def forced_batches(translator: Translator, src_tokens: Sequence[list[str]], out_
 
     decoded = map_batches(translator.model, decode, batches)
     return dict(zip(itertools.chain(*batches), itertools.chain(*decoded)))
+
+
+def by_length(sources: Sequence[list[str]], size: int) -> list[list[int]]:
+    """The indices of the non-empty sources in batches of `size`, sorted by length: little padding."""
+    order = sorted((i for i, s in enumerate(sources) if s), key=lambda i: len(sources[i]))
+    return [order[start: start + size] for start in range(0, len(order), size)]
 
 
 def output_caps(src_lens: torch.Tensor, cfg: DecodeConfig) -> torch.Tensor:
@@ -191,7 +203,6 @@ class Translator:
         self.cfg, self.device = cfg, device
         self.tokenizer = tokenizer or WordTokenizer()
         self.banned_id = tgt_vocab.unk_id if self.tokenizer.ban_unk else None
-        self.sampling: Sampling | None = None  # a call's `sample` when it gives none (`nmt translate --sample`)
 
     @classmethod
     def load(cls, checkpoint: str | None = None, device: str | torch.device = "auto",
@@ -254,17 +265,20 @@ class Translator:
     def translate_stream(self, lines: Iterable[str], beam: int | None = None, chunk_size: int | None = None,
                          tokenized: bool = False, sample: Sampling | None = None) -> Iterator[str]:
         """Translate an arbitrarily long stream in chunks, in order, holding one chunk at a time."""
+        for _, results in self.nbest_stream(lines, 1, beam, chunk_size, sample=sample):
+            yield from ((hyps[0].tokenized if tokenized else hyps[0].text) if hyps else "" for hyps in results)
+
+    def nbest_stream(self, lines: Iterable[str], n: int = 1, beam: int | None = None, chunk_size: int | None = None,
+                     prefix: str | None = None, sample: Sampling | None = None
+                     ) -> Iterator[tuple[list[str], list[list[Translation]]]]:
+        """`nbest` over an arbitrarily long stream, in chunks of `chunk_size` lines (default 16
+        batches), in order, holding one chunk at a time: each chunk's texts and their n-best lists."""
         chunk_size = chunk_size or 16 * self.cfg.batch_size
-        chunk: list[str] = []
         first_line = 1  # of the current chunk, so warnings name the line in the whole input
-        for line in lines:
-            chunk.append(line)
-            if len(chunk) == chunk_size:
-                yield from self.translate(chunk, beam, tokenized, first_line, sample=sample)
-                first_line += len(chunk)
-                chunk = []
-        if chunk:
-            yield from self.translate(chunk, beam, tokenized, first_line, sample=sample)
+        lines = iter(lines)
+        while chunk := list(itertools.islice(lines, chunk_size)):
+            yield chunk, self.nbest(chunk, n, beam, first_line, prefix, sample)
+            first_line += len(chunk)
 
     def attention(self, text: str, output: Sequence[str] | None = None, beam: int | None = None) -> Attention:
         """The attention weights behind the translation of `text` (its search: `beam`, default
@@ -283,13 +297,11 @@ class Translator:
     def _search(self, sources: Sequence[list[str]], beam: int | None, nbest: int, first_line: int,
                 numbers: Sequence[list[Number]], prefixes: list[list[int]] | None,
                 sample: Sampling | None = None) -> list[list[Hypothesis]]:
-        """Token lists in; up to `nbest` scored hypotheses each, in input order ([] for an empty one).
-        Batches are of sources sorted by length, which keeps padding low."""
-        beam, sample = max(beam or self.cfg.beam_size, nbest), sample or self.sampling
+        """Token lists in; up to `nbest` scored hypotheses each, in input order ([] for an empty one)."""
+        beam = max(beam or self.cfg.beam_size, nbest)
         strict = self.tgt_vocab.eos_id if self.cfg.strict_numbers else None
         results: list[list[Hypothesis]] = [[] for _ in sources]
-        order = sorted((i for i, s in enumerate(sources) if s), key=lambda i: len(sources[i]))
-        batches = [order[start: start + self.cfg.batch_size] for start in range(0, len(order), self.cfg.batch_size)]
+        batches = by_length(sources, self.cfg.batch_size)
         decoded = map_batches(self.model, lambda indices: decode_batch(
             self, sources, indices, beam, nbest, first_line,
             rule(self.tokenizer, [numbers[i] for i in indices], strict),

@@ -1,4 +1,4 @@
-"""Checkpoints: atomic writes, safe loads, and finding the checkpoint a command should use.
+"""Checkpoints: atomic writes, safe loads, and the model (or ensemble) a checkpoint holds.
 
 A checkpoint is a plain dict of tensors, numbers, strings and lists, so it loads with
 `torch.load(weights_only=True)`: a checkpoint from a stranger cannot run code.
@@ -6,32 +6,27 @@ A checkpoint is a plain dict of tensors, numbers, strings and lists, so it loads
 
 from __future__ import annotations
 
-import json
 import logging
-import math
 import os
 import pickle
 import shutil
 import tempfile
 import zipfile
 from dataclasses import dataclass, field, replace
-from datetime import datetime
 from pathlib import Path
 from typing import Any
 
 import torch
 
-from nmt.config import Config, apply_overrides, config_from_dict
+from nmt.config import Config, config_from_dict
 from nmt.data.tokenizer import Tokenizer, load_tokenizer
 from nmt.data.vocab import Vocab
-from nmt.errors import CheckpointError, ConfigError, NmtError
+from nmt.errors import CheckpointError, ConfigError
 from nmt.model import Seq2Seq, build_model
 from nmt.model.moving_average import load_averaged
+from nmt.model.runs import LAST, ensemble_members, resolve_checkpoint
 
 logger = logging.getLogger(__name__)
-
-RUNS_DIR = Path("runs")
-BEST, LAST = "best.pt", "last.pt"
 
 
 def atomic_save(obj: Any, path: Path) -> None:
@@ -141,47 +136,6 @@ class LoadedModel:
         return "+".join(f"{m.path}:{w:g}" if weighted else str(m.path) for m, w in zip(self.members, self.weights))
 
 
-def prepare_run_dir(out: Path | None, config_path: Path, runs_dir: Path = RUNS_DIR) -> Path:
-    """The run directory: `out`, or a new time-stamped one under runs/. Never reuse a non-empty one."""
-    if out is None:
-        stamp = datetime.now().strftime("%Y%m%d-%H%M%S")
-        out = runs_dir / f"{stamp}-{config_path.stem}"
-        suffix = 1
-        while out.exists():
-            suffix += 1
-            out = runs_dir / f"{stamp}-{config_path.stem}-{suffix}"
-    elif out.exists() and (not out.is_dir() or any(out.iterdir())):
-        raise NmtError(f"run directory {out} already exists and is not empty; "
-                       f"choose another --out (nothing was overwritten)")
-    out.mkdir(parents=True, exist_ok=True)
-    return out
-
-
-def newest_run(runs_dir: Path = RUNS_DIR, holding: str = BEST) -> Path:
-    """The most recently written run directory under `runs_dir` that holds `holding`."""
-    runs = sorted((p for p in runs_dir.glob(f"*/{holding}")), key=lambda p: p.stat().st_mtime)
-    if not runs:
-        raise CheckpointError(f"no trained model found under {runs_dir}/: train first "
-                              f"(nmt train) or pass --checkpoint PATH")
-    return runs[-1].parent
-
-
-def resolve_checkpoint(checkpoint: str | Path | None, runs_dir: Path = RUNS_DIR) -> Path:
-    """A checkpoint file, a run directory (its best.pt), or by default the newest run's best.pt."""
-    if checkpoint is None:
-        return newest_run(runs_dir) / BEST
-    path = Path(checkpoint)
-    if path.is_dir():
-        for name in (BEST, LAST):
-            if (path / name).is_file():
-                return path / name
-        raise CheckpointError(f"{path}: no {BEST} or {LAST} in this run directory: train first")
-    if not path.is_file():
-        raise CheckpointError(f"checkpoint not found: {path}: train first or pass an existing "
-                              f"checkpoint file or run directory")
-    return path
-
-
 def read_checkpoint(path: Path, mmap: bool = False) -> dict[str, Any]:
     """A checkpoint's dict; with `mmap`, its tensors are read from the file only where used."""
     try:
@@ -221,32 +175,6 @@ def load_model(checkpoint: str | Path | None, device: torch.device = torch.devic
     return LoadedModel(model, cfg, src_vocab, tgt_vocab, path, state, tokenizer)
 
 
-def ensemble_members(spec: str | Path | None) -> list[tuple[str, float | None]] | None:
-    """`-c A+B` (an ensemble; `A:2+B:1` weighs its members) as [(A, None), (B, None)]; None for one
-    checkpoint (a path that exists is one, whatever its name holds)."""
-    if spec is None or "+" not in str(spec) or Path(spec).exists():
-        return None
-    members = []
-    for part in str(spec).split("+"):
-        path, _, weight = part.rpartition(":")
-        if not path or Path(part).exists():  # no weight given (or a path with a colon in it)
-            members.append((part, None))
-            continue
-        try:
-            value = float(weight)
-        except ValueError:
-            raise NmtError(f"ensemble member {part!r}: the weight after ':' must be a positive number "
-                           f"(e.g. -c runs/a:2+runs/b:1)") from None
-        if not (value > 0 and math.isfinite(value)):
-            raise NmtError(f"ensemble member {part!r}: the weight must be a positive number (got {weight})")
-        members.append((path, value))
-    if not all(path for path, _ in members):
-        raise NmtError(f"-c {spec}: an ensemble is runs or checkpoints joined by '+', e.g. -c runs/a+runs/b")
-    if len({weight is None for _, weight in members}) > 1:
-        raise NmtError(f"-c {spec}: give every member of the ensemble a weight, or none (e.g. runs/a:2+runs/b:1)")
-    return members
-
-
 def load_models(spec: str | Path | None, device: torch.device = torch.device("cpu")) -> LoadedModel:
     """`load_model` of one checkpoint, or of every member of an ensemble (`-c A+B`), checked to
     share the tokenizer and vocabularies; members may differ in anything else."""
@@ -279,30 +207,3 @@ def vocabulary_difference(a: LoadedModel, b: LoadedModel) -> str:
     if getattr(a.tokenizer, "models", None) != getattr(b.tokenizer, "models", None):
         return "their subword models differ (the same pieces, cut differently); train them on one prepared corpus"
     return ""
-
-
-def resume_target(run: Path | None, overrides: list[str]) -> tuple[Config, Path, dict[str, Any]]:
-    """The run `nmt train --resume` continues (default: the newest run with a last.pt), its config
-    with `overrides` applied (train.* and decode.* only), and its newest good checkpoint."""
-    run_dir = run if run is not None else newest_run(holding=LAST)
-    if not run_dir.is_dir():
-        raise NmtError(f"--resume: {run_dir} is not a run directory")
-    path, state = newest_good_checkpoint(run_dir)
-    fixed = [o for o in overrides if o.split(".", 1)[0] in ("data", "model")]
-    if fixed:
-        raise NmtError(f"--resume: {fixed[0]!r} would change the data or the model of a run; "
-                       f"only train.* and decode.* can change when resuming")
-    try:
-        cfg = config_from_dict(apply_overrides(state["config"], overrides))
-    except ConfigError as e:
-        raise ConfigError(f"{path}: {e}") from None
-    return cfg, run_dir, state
-
-
-def truncate_metrics(path: Path, step: int) -> None:
-    """On resume, forget validation records written after the checkpoint we resume from."""
-    if path.is_file():
-        lines = [x for x in path.read_text(encoding="utf-8").splitlines() if x.strip()]
-        kept = [x for x in lines if json.loads(x)["step"] <= step]
-        if len(kept) != len(lines):
-            path.write_text("".join(x + "\n" for x in kept), encoding="utf-8")

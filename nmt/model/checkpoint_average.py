@@ -15,7 +15,8 @@ from nmt.data.prepare import file_sha256
 from nmt.data.prepared_corpus import TRAINING_WORDS
 from nmt.data.tokenizer import SUBWORD_FILES
 from nmt.errors import CheckpointError, NmtError
-from nmt.model.checkpoint import BEST, LAST, atomic_save, read_checkpoint, resolve_checkpoint
+from nmt.model.checkpoint import atomic_save, read_checkpoint
+from nmt.model.runs import BEST, LAST, resolve_checkpoint
 
 AVERAGED = "averaged.pt"
 # What a checkpoint needs beside it to translate and to be evaluated: copied along when the

@@ -25,8 +25,8 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 from starlette.exceptions import HTTPException
 
 from nmt.errors import NmtError
-from nmt.inference.onnx_engine import engine_device
-from nmt.inference.translator import Translator
+from nmt.inference.engines import engine_device
+from nmt.inference.translator import Translator, one_per_text
 from nmt.inference.words import pharaoh, words_of
 from nmt.model.checkpoint import LoadedModel, load_models
 from nmt.serving.request_queue import BatchingQueue, Options, QueueFull, Result
@@ -38,7 +38,7 @@ logger = logging.getLogger(__name__)
 class ServeSettings:
     """The server's limits; `nmt serve --help` lists them as flags."""
     beam: int | None = None  # beam size of a request that names none (None: the run's decode.beam_size)
-    max_beam: int = 10  # largest beam (and n-best) a request may ask for
+    max_beam: int = 10  # largest beam (and n-best) a request may ask for; never below `beam`
     max_texts: int = 64  # texts in one request
     max_chars: int = 1000  # characters in one text
     max_body_bytes: int = 256 * 1024
@@ -133,11 +133,12 @@ class Service:
 
     def prefixes(self, prefix: str | list[str] | None, count: int) -> list[str] | None:
         """A request's prefixes, one per text (one string is every text's)."""
-        if prefix is None:
+        try:
+            prefixes = one_per_text(prefix, count, "texts")
+        except NmtError as e:
+            raise ApiError(422, f"prefix: {e}") from None
+        if prefixes is None:
             return None
-        prefixes = [prefix] * count if isinstance(prefix, str) else prefix
-        if len(prefixes) != count:
-            raise ApiError(422, f"prefix: {len(prefixes)} prefixes for {count} texts; send one string, or one a text")
         if any(len(p) > self.settings.max_chars for p in prefixes):
             raise ApiError(413, f"prefix: over {self.settings.max_chars:,} characters")
         return prefixes
@@ -172,9 +173,8 @@ class Service:
 
 
 def create_app(translator: Translator, settings: ServeSettings, info: dict[str, Any]) -> FastAPI:
-    if settings.beam is None:  # the run's own search, as translate and eval decode
-        beam = translator.cfg.beam_size
-        settings = dataclasses.replace(settings, beam=beam, max_beam=max(settings.max_beam, beam))
+    beam = settings.beam or translator.cfg.beam_size  # none given: the run's own search, as translate and eval's
+    settings = dataclasses.replace(settings, beam=beam, max_beam=max(settings.max_beam, beam))  # always allowed
     service = Service(translator, settings, info)
 
     async def lifespan(app: FastAPI):

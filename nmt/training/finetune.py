@@ -18,7 +18,8 @@ from nmt.data.prepare import file_sha256
 from nmt.data.tokenizer import Tokenizer, load_tokenizer
 from nmt.data.vocab import Vocab
 from nmt.errors import CheckpointError, ConfigError, NmtError
-from nmt.model.checkpoint import read_checkpoint, resolve_checkpoint
+from nmt.model.checkpoint import read_checkpoint
+from nmt.model.runs import resolve_checkpoint
 
 # The data keys whose change would call for other vocabularies than the parent's.
 VOCABULARY_KEYS = ("src_lang", "tgt_lang", "reverse", "tokenizer", "vocab_size", "subword_type", "joint_vocab",

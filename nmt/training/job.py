@@ -6,12 +6,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
-from nmt.config import Config, load_config
+from nmt.config import Config, apply_overrides, config_from_dict, load_config
 from nmt.data.corpus import resolve_corpus
 from nmt.data.prepare import corpus_change
-from nmt.errors import NmtError
-from nmt.model.checkpoint import prepare_run_dir, resume_target
+from nmt.errors import ConfigError, NmtError
+from nmt.model.checkpoint import newest_good_checkpoint
+from nmt.model.runs import LAST, newest_run, prepare_run_dir
 from nmt.training import distributed
 from nmt.training.finetune import Parent, child_config, load_parent
 from nmt.training.loop import resolve_runtime
@@ -27,6 +29,24 @@ class Job:
     world: distributed.World
     data_path: str | None = None  # the corpus: --data, or the one a resumed run trained on
     parent: Parent | None = None  # --init-from: the checkpoint whose weights the run starts from
+
+
+def resume_target(run: Path | None, overrides: list[str]) -> tuple[Config, Path, dict[str, Any]]:
+    """The run `nmt train --resume` continues (default: the newest run with a last.pt), its config
+    with `overrides` applied (train.* and decode.* only), and its newest good checkpoint."""
+    run_dir = run if run is not None else newest_run(holding=LAST)
+    if not run_dir.is_dir():
+        raise NmtError(f"--resume: {run_dir} is not a run directory")
+    path, state = newest_good_checkpoint(run_dir)
+    fixed = [o for o in overrides if o.split(".", 1)[0] in ("data", "model")]
+    if fixed:
+        raise NmtError(f"--resume: {fixed[0]!r} would change the data or the model of a run; "
+                       f"only train.* and decode.* can change when resuming")
+    try:
+        cfg = config_from_dict(apply_overrides(state["config"], overrides))
+    except ConfigError as e:
+        raise ConfigError(f"{path}: {e}") from None
+    return cfg, run_dir, state
 
 
 def job_config(target: Path | None, resume: bool, overrides: list[str], init_from: str | None = None

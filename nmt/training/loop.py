@@ -29,7 +29,8 @@ from nmt.evaluation.validation import search_name, validate
 from nmt.evaluation.visualize import plot_curves
 from nmt.inference.translator import Translator
 from nmt.model import Seq2Seq, build_model
-from nmt.model.checkpoint import BEST, checkpoint_state, publish, save_rotating, truncate_metrics
+from nmt.model.checkpoint import checkpoint_state, publish, save_rotating
+from nmt.model.runs import BEST, truncate_metrics
 from nmt.model.moving_average import ExponentialAverage, load_averaged
 from nmt.progress_bar import on_terminal
 from nmt.training import distributed
@@ -37,7 +38,7 @@ from nmt.training.board import Board
 from nmt.training.finetune import Parent
 from nmt.training.measured_precision import settle_precision
 from nmt.training.progress import LossWindow, Progress
-from nmt.training.run_data import TrainingData, epoch_batches, load_data
+from nmt.training.run_data import TrainingData, epoch_batches, load_data, write_run_files
 from nmt.training.schedule import LRSchedule
 from nmt.training.step import train_step
 from nmt.training.stopping import Budget, StopSignals, TrainingInterrupted
@@ -107,6 +108,8 @@ def setup(cfg: Config, out_dir: Path, data_path: str | None = None, resume: dict
     requested = cfg.train.precision
     device, cfg = resolve_runtime(cfg, world)
     data = load_data(cfg, data_path, out_dir, resume, world, quiet, parent.vocabularies() if parent else None)
+    if resume is None and world.is_main:
+        write_run_files(data, cfg, out_dir)
     first_epoch = epoch_batches(data, cfg, 1, world)
     cfg, precision = settle_precision(cfg, requested, device, data, first_epoch, world)
     logger.info("device %s, %s, %d threads", device, precision, torch.get_num_threads())
@@ -239,7 +242,6 @@ def validate_and_save(run: Run, reason: str, epoch: int | None = None) -> None:
     """Validation loss and BLEU (rank 0 validates, the others wait for its result), a line in
     metrics.jsonl, the schedule's and early stopping's bookkeeping, a checkpoint, and best.pt if
     it improved. `epoch`: the epoch the record belongs to (at an epoch end the position has moved on)."""
-    run.progress.check_losses(run.device, run.out_dir)
     progress = run.progress
     if not run.data.valid:
         logger.warning("the valid split is empty; saving without validation")
@@ -284,7 +286,8 @@ def patience_exhausted(run: Run) -> bool:
 
 
 def save(run: Run) -> Path | None:
-    """A checkpoint from rank 0 (all ranks must call it: it gathers their RNG states)."""
+    """A checkpoint from rank 0 (all ranks must call it: it gathers their RNG states); the one place
+    that checks the losses before anything is written, so no checkpoint holds a diverged model."""
     run.progress.check_losses(run.device, run.out_dir)
     progress = {**run.progress.state_dict(), "elapsed_s": run.budget.elapsed(),
                 "lr_schedule": run.schedule.state_dict()}

@@ -18,14 +18,14 @@ import yaml
 from nmt.config import Config, DataConfig
 from nmt.data.batches import Batch, Example, TrainingSet, collate, encode_pairs, fits
 from nmt.data.copy_augment import replace_shared, shared_copyable
-from nmt.data.corpus import corpus_exists, resolve_corpus
+from nmt.data.corpus import require_corpus, resolve_corpus
 from nmt.data.corpus_mix import CorpusMix, MixPart
 from nmt.data.indexed import IndexedArray
 from nmt.data.prepare import ensure_prepared
 from nmt.data.prepared_corpus import TRAINING_WORDS, PreparedCorpus
 from nmt.data.tokenizer import SubwordTokenizer, Tokenizer, load_tokenizer
 from nmt.data.vocab import Vocab
-from nmt.errors import DataError, NmtError
+from nmt.errors import NmtError
 from nmt.evaluation.metrics import References, group_references
 from nmt.training import distributed
 
@@ -43,6 +43,7 @@ class TrainingData:
     texts: tuple[IndexedArray, IndexedArray] | None  # the training split's raw text, where re-segmenting needs it
     cfg: DataConfig
     corpus: dict | None = None  # the corpus's fingerprint (nmt.data.prepare.fingerprint), kept in checkpoints
+    folder: Path | None = None  # the prepared corpus
 
     def batch(self, rows: np.ndarray, draw: str) -> Batch:
         """The examples at `rows` of the training set as a batch. With data.copy_augment and
@@ -69,12 +70,8 @@ class TrainingData:
         tgt = [changed.get(r, texts[r])[1] for r in rows]
         tokenizer = self.tokenizer
         assert isinstance(tokenizer, SubwordTokenizer)
-        if tokenizer.protector:  # after augmenting: its random numbers become placeholders too
-            src, tgt = tokenizer.protector.protect_pairs(src, tgt)
-        if alpha:
-            src_ids, tgt_ids = tokenizer.sampled_ids(src, tgt, alpha, zlib.crc32(draw.encode()))
-        else:
-            src_ids, tgt_ids = tokenizer.source_ids(src), tokenizer.target_ids(tgt)
+        # (protected after augmenting: its random numbers become placeholders too)
+        src_ids, tgt_ids = tokenizer.pair_ids(src, tgt, alpha, zlib.crc32(draw.encode()))
         eos, out = self.src_vocab.eos_id, list(examples)
         for row, s, t in zip(rows, src_ids, tgt_ids):
             example = Example(s + [eos], t + [eos])
@@ -87,9 +84,9 @@ def load_data(cfg: Config, data_path: str | None, out_dir: Path, resume: dict | 
               world: distributed.World, quiet: bool = False,
               inherited: tuple[Tokenizer, Vocab, Vocab] | None = None) -> TrainingData:
     """The prepared corpus (prepared now if missing or stale: one process a machine prepares, the
-    others wait for it), the vocabularies (learned, the checkpoint's when resuming, or the
-    `inherited` ones of an --init-from parent; saved in `out_dir`) and the splits: training ids
-    mapped from disk, validation in memory."""
+    others wait for it), the vocabularies (learned, the checkpoint's when resuming, read from its
+    run directory `out_dir`, or the `inherited` ones of an --init-from parent) and the splits:
+    training ids mapped from disk, validation in memory. `write_run_files` saves what a new run keeps."""
     corpus = resolve_corpus(data_path, cfg.data)
     fixed = inherited
     if resume is not None:
@@ -102,13 +99,6 @@ def load_data(cfg: Config, data_path: str | None, out_dir: Path, resume: dict | 
     corpus_print = prepared.manifest["corpus"]  # checked against the corpus as the folder was accepted
     logger.info("corpus %s (%s -> %s): train %s | valid %s | test %s pairs", corpus, cfg.data.source_lang,
                 cfg.data.target_lang, f"{counts['train']:,}", f"{counts['valid']:,}", f"{counts['test']:,}")
-    if resume is None and world.is_main:
-        tokenizer.save(out_dir)
-        src_vocab.save(out_dir / "src_vocab.txt")
-        tgt_vocab.save(out_dir / "tgt_vocab.txt")
-        # The rare-word subset of `nmt eval` on any test set is cut by the run's own training words.
-        shutil.copyfile(folder / TRAINING_WORDS, out_dir / TRAINING_WORDS)
-        (out_dir / "config.yaml").write_text(yaml.safe_dump(cfg.to_dict(), sort_keys=False), encoding="utf-8")
     train = TrainingSet.from_stores(prepared.ids("train", "src"), prepared.ids("train", "tgt"), cfg.data.max_len,
                                     src_vocab.eos_id)
     if not len(train):
@@ -133,7 +123,18 @@ def load_data(cfg: Config, data_path: str | None, out_dir: Path, resume: dict | 
     return TrainingData(tokenizer, src_vocab, tgt_vocab, train,
                         encode_pairs(valid_pairs, src_vocab, tgt_vocab, tokenizer=tokenizer),
                         references.subset([i % every == 0 for i in range(len(references.sources))]),
-                        texts, cfg.data, corpus_print)
+                        texts, cfg.data, corpus_print, folder)
+
+
+def write_run_files(data: TrainingData, cfg: Config, out_dir: Path) -> None:
+    """What a new run directory holds beside its checkpoints: the tokenizer and vocabularies, the
+    training words (the rare-word subset of `nmt eval` on any test set is cut by the run's own)
+    and config.yaml."""
+    data.tokenizer.save(out_dir)
+    data.src_vocab.save(out_dir / "src_vocab.txt")
+    data.tgt_vocab.save(out_dir / "tgt_vocab.txt")
+    shutil.copyfile(data.folder / TRAINING_WORDS, out_dir / TRAINING_WORDS)
+    (out_dir / "config.yaml").write_text(yaml.safe_dump(cfg.to_dict(), sort_keys=False), encoding="utf-8")
 
 
 def prepared_once(corpus: Path, cfg: DataConfig, fixed: tuple[Tokenizer, Vocab, Vocab] | None,
@@ -155,9 +156,7 @@ def corpus_mix(cfg: DataConfig, corpus: Path, main: TrainingSet, vocabularies: t
     for spec in cfg.corpus_specs():
         extra = dataclasses.replace(cfg, path=spec.path, num_pairs=None, valid=None, test=None, corpora=[], weight=1.0)
         path = Path(spec.path).expanduser()
-        if not corpus_exists(path, extra):
-            raise DataError(f"data.corpora: corpus not found: {path}; give a tab-separated file, a zip holding one, "
-                            f"or PREFIX of PREFIX.{cfg.src_lang} and PREFIX.{cfg.tgt_lang}")
+        require_corpus(path, extra, "data.corpora: corpus")
         prepared = PreparedCorpus(prepared_once(path, extra, vocabularies, world, quiet), extra)
         pairs = TrainingSet.from_stores(prepared.ids("train", "src"), prepared.ids("train", "tgt"), cfg.max_len,
                                         src_vocab.eos_id)

@@ -41,7 +41,8 @@ from nmt.data.prepare import ensure_prepared
 from nmt.data.prepared_corpus import PreparedCorpus
 from nmt.evaluation.metrics import group_references, score
 from nmt.hardware import cpu_flags, cpu_name
-from nmt.inference.onnx_engine import ENGINES, current_export
+from nmt.inference.engines import ENGINES
+from nmt.inference.onnx_engine import current_export
 from nmt.inference.translator import Translator
 from nmt.model.checkpoint import load_model
 

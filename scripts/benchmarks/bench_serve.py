@@ -38,7 +38,8 @@ import torch
 from nmt.data.corpus import load_corpus
 from nmt.evaluation.metrics import group_references
 from nmt.hardware import cpu_name
-from nmt.inference.onnx_engine import ENGINES, current_export
+from nmt.inference.engines import ENGINES
+from nmt.inference.onnx_engine import current_export
 from nmt.inference.translator import Translator
 from nmt.model.checkpoint import load_model
 

@@ -1,4 +1,4 @@
-"""Seed 001's attention walkthrough, recomputed with nmt's attention rules (nmt/model/attention_rules.py).
+"""Seed 001's attention walkthrough, recomputed with the seeds' scoring rules (attention_rules.py beside it).
 
     python scripts/tools/attention_walkthrough.py                 # prints every step
     python scripts/tools/attention_walkthrough.py --out runs/walkthrough   # and draws the heatmaps
@@ -18,7 +18,7 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from nmt.model import attention_rules as rules  # noqa: E402
+from scripts.tools import attention_rules as rules  # noqa: E402
 
 DEC_HIDDEN_STATE = torch.tensor([5.0, 1, 20])
 ANNOTATIONS = torch.tensor([[3.0, 12, 45], [59, 2, 5], [1, 43, 5], [4, 3, 45.3]])  # rows: encoder steps

@@ -1,6 +1,7 @@
 """Prepared corpora: prepared once, trusted only while right (each way it can go wrong is found,
 said in one line and rebuilt), never half-built, prepared by one process at a time."""
 
+import dataclasses
 import json
 import logging
 import os
@@ -203,3 +204,23 @@ def test_a_capped_validation_split_keeps_whole_sources_spread_over_it(tsv, caplo
     kept = {tuple(p.src) for p in capped}
     assert [p for p in everything if tuple(p.src) in kept] == capped  # every translation of a kept source
     assert corpus.pairs("train", at_most=len(everything)) == everything
+
+
+def test_a_script_splits_the_corpus_as_training_does_with_a_given_dev_set(tsv, tmp_path):
+    """`load_splits` (what scripts read) and the prepared copy (what training reads) hold the same
+    pairs in each split when data.valid replaces the md5 dev split and the overlap is dropped."""
+    from nmt.data.corpus import load_splits
+
+    lines = toy_lines()
+    dev = tmp_path / "dev.tsv"
+    dev.write_text("\n".join(lines[:5] + ["a sentence of my own\tune phrase à moi"]) + "\n", encoding="utf-8")
+    cfg = dataclasses.replace(WORD, valid=str(dev))
+    prepared = PreparedCorpus(ensure_prepared(tsv, cfg, quiet=True), cfg)
+    splits = load_splits(tsv, cfg.num_pairs, cfg)
+    for split in ("train", "valid", "test"):
+        src, tgt = prepared.texts(split, "src"), prepared.texts(split, "tgt")
+        assert [(src.text(i), tgt.text(i)) for i in range(len(src))] == [p.raw for p in getattr(splits, split)]
+    assert [p.raw[0] for p in splits.valid] == [line.split("\t")[0] for line in lines[:5]] + ["a sentence of my own"]
+    dev_sources = {" ".join(p.src) for p in splits.valid}
+    assert not any(" ".join(p.src) in dev_sources for p in splits.train)  # data.drop_overlap
+    assert sum(map(len, (splits.train, splits.valid, splits.test))) < len(lines) + 6

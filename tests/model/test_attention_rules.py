@@ -4,7 +4,7 @@ import math
 
 import torch
 
-from nmt.model import attention_rules as rules
+from scripts.tools import attention_rules as rules
 from nmt.model.attention import AdditiveAttention, DotAttention
 
 DEC_HIDDEN_STATE = torch.tensor([5.0, 1, 20])

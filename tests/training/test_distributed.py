@@ -188,8 +188,8 @@ def test_nproc_rejects_bad_arguments_before_starting_processes(root):
                            "--data", "missing.zip"], cwd=root, capture_output=True, text=True, timeout=120)
     assert proc.returncode == 1
     assert proc.stderr.strip().splitlines() == [
-        "error: corpus not found: missing.zip (from --data); give a zip such as fra-eng.zip, a tab-separated "
-        "file such as fra.txt, or PREFIX of PREFIX.en and PREFIX.fr"]
+        "error: corpus not found: missing.zip (from --data); give a tab-separated file such as fra.txt, a zip "
+        "holding one such as fra-eng.zip, or PREFIX of PREFIX.en and PREFIX.fr"]
 
 
 def test_sigterm_stops_all_processes_together_and_the_run_resumes(root):

@@ -87,7 +87,7 @@ class Printer:
                 sys.stdout.flush()
 
     def print(self, texts: list[str], results: list) -> None:
-        from nmt.inference.translator import Translation, alignments
+        from nmt.inference.translator import alignments, best_of
         from nmt.inference.words import pharaoh
 
         if self.nbest > 1:
@@ -97,7 +97,7 @@ class Printer:
                 for t in translations:
                     typer.echo(f"{self.index + offset}\t{t.score:.4f}\t{self._text(t)}")
         else:
-            best = [hyps[0] if hyps else Translation("", "", float("nan"), []) for hyps in results]
+            best = [best_of(hyps) for hyps in results]
             aligned = alignments(self.translator, texts, best) if self.align else None
             for offset, t in enumerate(best):
                 fields = [self._text(t)]

@@ -71,6 +71,11 @@ class Attention(NamedTuple):
         return alignment(self.weights, words_of(self.src_tokens), out_words)
 
 
+def best_of(hyps: Sequence[Translation]) -> Translation:
+    """The first (best) of an n-best list; an empty one (an empty input's) gives an empty Translation."""
+    return hyps[0] if hyps else Translation("", "", math.nan, [])
+
+
 def protected_sources(tokenizer: Tokenizer, texts: Sequence[str]) -> tuple[list[str], list[list[Number]]]:
     """The texts the model reads (data.protect: numbers as placeholders) and each one's numbers."""
     if tokenizer.protector is None:
@@ -239,8 +244,7 @@ class Translator:
     def translations(self, texts: Sequence[str], beam: int | None = None, first_line: int = 1,
                      prefix: str | Sequence[str] | None = None, sample: Sampling | None = None) -> list[Translation]:
         """The best `Translation` of each text, in input order (an empty one for an empty text)."""
-        return [hyps[0] if hyps else Translation("", "", float("nan"), [])
-                for hyps in self.nbest(texts, 1, beam, first_line, prefix, sample)]
+        return [best_of(hyps) for hyps in self.nbest(texts, 1, beam, first_line, prefix, sample)]
 
     def nbest(self, texts: str | Sequence[str], n: int = 1, beam: int | None = None,
               first_line: int = 1, prefix: str | Sequence[str] | None = None,
@@ -266,7 +270,7 @@ class Translator:
                          tokenized: bool = False, sample: Sampling | None = None) -> Iterator[str]:
         """Translate an arbitrarily long stream in chunks, in order, holding one chunk at a time."""
         for _, results in self.nbest_stream(lines, 1, beam, chunk_size, sample=sample):
-            yield from ((hyps[0].tokenized if tokenized else hyps[0].text) if hyps else "" for hyps in results)
+            yield from (best.tokenized if tokenized else best.text for best in map(best_of, results))
 
     def nbest_stream(self, lines: Iterable[str], n: int = 1, beam: int | None = None, chunk_size: int | None = None,
                      prefix: str | None = None, sample: Sampling | None = None

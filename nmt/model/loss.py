@@ -28,9 +28,9 @@ class SummedCrossEntropy(torch.autograd.Function):
     """F.cross_entropy(logits, targets, reduction="sum", label_smoothing=smoothing), whose gradient
     is written straight into one (rows, vocab) tensor: softmax minus the (smoothed) one-hot target.
     Autograd's own builds a zero-filled one-hot gradient and runs the log-softmax's backward over
-    it: two more passes over the largest tensor of a training step. (In a profile those two took
-    ~14% of a step of configs/default.yaml on 2 CPU cores; the whole-step benchmark showed no
-    clear gain at those sizes, docs/speed.md.)"""
+    it: two more passes over the largest tensor of a training step. (In a profile the log-softmax's
+    backward took ~7.5% of a step of configs/default.yaml on 2 CPU cores; the whole-step benchmark
+    showed no clear gain at those sizes, docs/speed.md.)"""
 
     @staticmethod
     def forward(ctx, logits: torch.Tensor, targets: torch.Tensor, smoothing: float) -> torch.Tensor:

@@ -246,6 +246,8 @@ class ModelConfig:
 class TrainConfig:
     batch_size: int = 64  # sentences a batch (per process under DDP)
     batch_tokens: int = 0  # >0: batches by padded target tokens instead (rows x longest target), as fairseq's max_tokens
+    # batches a step: their gradients summed, the loss divided by all their target tokens (fairseq's --update-freq)
+    accum_steps: int = 1
     lr: float = 0.001
     lr_schedule: str = "constant"  # constant | plateau (decay when val BLEU stalls) | linear (to min_lr at the budget's end)
     warmup_steps: int = 0  # linear warm-up from 0 to lr over the first N steps
@@ -284,7 +286,7 @@ class TrainConfig:
         _positive("train", batch_size=self.batch_size, lr=self.lr, epochs=self.epochs, log_every=self.log_every,
                   val_bleu_sentences=self.val_bleu_sentences, keep_last=self.keep_last,
                   val_beam_size=self.val_beam_size, val_max_pairs=self.val_max_pairs,
-                  lr_decay_patience=self.lr_decay_patience)
+                  lr_decay_patience=self.lr_decay_patience, accum_steps=self.accum_steps)
         _at_least("train", 0, max_steps=self.max_steps, max_minutes=self.max_minutes, clip_grad=self.clip_grad,
                       threads=self.threads, eval_every=self.eval_every, save_every=self.save_every,
                       patience=self.patience, warmup_steps=self.warmup_steps, min_lr=self.min_lr,

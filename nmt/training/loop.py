@@ -90,7 +90,7 @@ class Run:
     translator: Translator  # decodes with the model being trained, for validation
     progress: Progress
     budget: Budget
-    batches_per_epoch: int  # the first epoch's, drawn once in setup: the schedule counts epochs with it
+    steps_per_epoch: int  # the first epoch's, drawn once in setup: the schedule counts epochs with it
     board: Board  # TensorBoard's curves (train.tensorboard), or a no-op
     ema: ExponentialAverage | None = None  # with train.ema_decay: the weights validation and best.pt use
     clock: float = 0.0  # seconds trained; under DDP the ranks' mean, so their learning rates agree
@@ -116,11 +116,13 @@ def setup(cfg: Config, out_dir: Path, data_path: str | None = None, resume: dict
     model, trained, optimizer = build_training_model(cfg, data, device, world)
     size, unit = ((cfg.train.batch_tokens, "padded target tokens") if cfg.train.batch_tokens
                   else (cfg.train.batch_size, "sentences"))
-    processes = (f" | {world.size} process{'es' if world.size > 1 else ''}, global batch {world.size * size:,}"
-                 if world.distributed else "")
-    logger.info("model: %s parameters on %s | batches of %s %s%s, %d an epoch",
-                f"{sum(p.numel() for p in model.parameters()):,}", device, f"{size:,}", unit, processes,
-                len(first_epoch))
+    accumulated, steps = cfg.train.accum_steps, math.ceil(len(first_epoch) / cfg.train.accum_steps)
+    together = (f" x {accumulated} accumulated" if accumulated > 1 else "") + (
+        f" x {world.size} processes" if world.distributed else "")
+    global_batch = f" (global batch {world.size * accumulated * size:,} {unit})" if together else ""
+    logger.info("model: %s parameters on %s | batches of %s %s%s%s, %d an epoch, %d steps",
+                f"{sum(p.numel() for p in model.parameters()):,}", device, f"{size:,}", unit, together, global_batch,
+                len(first_epoch), steps)
     schedule, progress = LRSchedule(cfg.train), Progress()
     elapsed = 0.0
     if parent is not None:
@@ -137,7 +139,7 @@ def setup(cfg: Config, out_dir: Path, data_path: str | None = None, resume: dict
         ema.load_state_dict(model, resume["ema"])
     translator = Translator(model, data.src_vocab, data.tgt_vocab, cfg.decode, device, data.tokenizer)
     return Run(cfg, out_dir, world, device, data, model, trained, optimizer, schedule, translator, progress,
-               Budget(cfg.train.max_steps, cfg.train.max_minutes, elapsed), len(first_epoch), board, ema,
+               Budget(cfg.train.max_steps, cfg.train.max_minutes, elapsed), steps, board, ema,
                clock=elapsed)
 
 
@@ -155,7 +157,7 @@ def train(cfg: Config, out_dir: Path, data_path: str | None = None, quiet: bool 
         logger.warning("nothing to train: %s; raise it (--set train.max_steps=N or --max-minutes M) "
                        "to continue", spent)
         return finish(run)
-    total_steps = train_cfg.epochs * run.batches_per_epoch
+    total_steps = train_cfg.epochs * run.steps_per_epoch
     window = LossWindow()  # spans epochs: only log lines reset it
     quiet = quiet or not world.is_main  # one progress bar, from rank 0
     plain = not on_terminal()  # a log file gets the step lines alone, no carriage-return redraws
@@ -167,10 +169,11 @@ def train(cfg: Config, out_dir: Path, data_path: str | None = None, quiet: bool 
             with tqdm(total=len(batches), initial=progress.batch_in_epoch, desc=f"epoch {progress.epoch}/"
                       f"{train_cfg.epochs}", disable=quiet or plain, unit="batch", dynamic_ncols=True,
                       leave=False) as bar:
-                for indices in batches[progress.batch_in_epoch:]:
-                    loss, tokens = train_batch(run, indices, total_steps)
+                for start in range(progress.batch_in_epoch, len(batches), train_cfg.accum_steps):
+                    group = batches[start: start + train_cfg.accum_steps]
+                    loss, tokens = train_batches(run, group, total_steps)
                     window.add(loss, tokens)  # all ranks' tokens: the log shows the job's throughput
-                    bar.update()
+                    bar.update(len(group))
                     if progress.step % train_cfg.log_every == 0:
                         run.progress.check_losses(run.device, run.out_dir)
                         lr, used = run.optimizer.param_groups[0]["lr"], run.budget.progress(progress.step, total_steps)
@@ -202,15 +205,17 @@ def train(cfg: Config, out_dir: Path, data_path: str | None = None, quiet: bool 
     return finish(run)
 
 
-def train_batch(run: Run, indices: np.ndarray, total_steps: int) -> tuple[torch.Tensor | float, int]:
-    """One update on the training examples at `indices`, at the learning rate the schedule gives now."""
-    vocab, progress = run.data.tgt_vocab, run.progress
-    batch = run.data.batch(indices, f"{run.cfg.train.seed}/{progress.epoch}/{progress.batch_in_epoch}/{run.world.rank}")
+def train_batches(run: Run, group: list[np.ndarray], total_steps: int) -> tuple[torch.Tensor | float, int]:
+    """One update on the micro-batches of training examples at `group`'s indices (train.accum_steps
+    of them), at the learning rate the schedule gives now."""
+    vocab, progress, seed = run.data.tgt_vocab, run.progress, run.cfg.train.seed
+    batches = [run.data.batch(indices, f"{seed}/{progress.epoch}/{progress.batch_in_epoch + i}/{run.world.rank}"
+                              ).to(run.device) for i, indices in enumerate(group)]
     used = run.budget.progress(progress.step, total_steps, run.clock if run.world.distributed else None)
-    for group in run.optimizer.param_groups:
-        group["lr"] = run.schedule.lr(progress.step, used)
-    loss, tokens = train_step(run.trained, batch.to(run.device), run.optimizer, run.cfg, vocab.pad_id, run.world)
-    progress.advance(loss, tokens)
+    for param_group in run.optimizer.param_groups:
+        param_group["lr"] = run.schedule.lr(progress.step, used)
+    loss, tokens = train_step(run.trained, batches, run.optimizer, run.cfg, vocab.pad_id, run.world)
+    progress.advance(loss, tokens, len(group))
     if run.ema is not None:
         run.ema.update(run.model, progress.step)
     return loss, tokens

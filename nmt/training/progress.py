@@ -28,9 +28,10 @@ class Progress:
     train_tokens: int = 0
     unchecked: list = field(default_factory=list)  # (step, loss) not yet checked to be finite; not saved
 
-    def advance(self, loss: torch.Tensor | float, tokens: int) -> None:
+    def advance(self, loss: torch.Tensor | float, tokens: int, batches: int = 1) -> None:
+        """One optimizer step made of `batches` of the epoch's batches."""
         self.step += 1
-        self.batch_in_epoch += 1
+        self.batch_in_epoch += batches
         self.train_loss_sum = self.train_loss_sum + loss * tokens
         self.train_tokens += tokens
         self.unchecked.append((self.step, loss))

@@ -1,6 +1,10 @@
-"""One training update: the loss under the run's precision, its gradient, the clipped step."""
+"""One training update: the loss of its micro-batches under the run's precision, the gradient of
+their sum normalised by all their target tokens, the clipped step."""
 
 from __future__ import annotations
+
+import contextlib
+from collections.abc import Sequence
 
 import torch
 
@@ -10,25 +14,35 @@ from nmt.model.loss import batch_loss
 from nmt.training import distributed
 
 
-def train_step(model: torch.nn.Module, batch: Batch, optimizer: torch.optim.Optimizer, cfg: Config,
+def train_step(model: torch.nn.Module, batches: Sequence[Batch], optimizer: torch.optim.Optimizer, cfg: Config,
                pad_id: int, world: distributed.World = distributed.SINGLE) -> tuple[torch.Tensor | float, int]:
-    """One update; returns the mean loss per target token and the target tokens, over all ranks.
+    """One update over `batches`, the micro-batches of one step (train.accum_steps of them; fewer at an
+    epoch's end); returns the mean loss per target token and the target tokens, over all ranks.
 
-    The loss stays a tensor on the device (float64, as exact as Python's floats): reading it
-    here would make the host wait for the GPU every step. The loss is normalised by the global
-    token count, so N processes compute the gradient a single process would over the union of
-    their batches (DDP averages, hence the x world).
+    Each micro-batch's summed loss is scaled by the target tokens of every micro-batch on every
+    rank (counted before the first forward pass, so each backward can run at once and free its
+    activations), so one step's update is the gradient of the mean loss over the whole global
+    batch, however it is split into micro-batches and processes (OpenNMT-py's normalisation since
+    PR #2275; DDP averages over ranks, hence the x world). Under DDP the gradients are all-reduced
+    on the last micro-batch only (`no_sync`, as fairseq's --update-freq). The loss stays a tensor on
+    the device where it can (float64): reading it would make the host wait for the GPU every step.
     """
-    loss_sum = batch_loss(model, batch, pad_id, cfg.train.precision, cfg.train.label_smoothing)
-    if world.distributed:
-        total_loss, total_tokens = distributed.all_sum([loss_sum.item(), batch.num_tokens], world, batch.src.device)
-        loss: torch.Tensor | float = total_loss / total_tokens
-    else:
-        total_tokens = batch.num_tokens
-        loss = loss_sum.detach().double() / total_tokens
+    device = batches[0].src.device
+    local_tokens = sum(batch.num_tokens for batch in batches)
+    total_tokens = int(distributed.all_sum([local_tokens], world, device)[0]) if world.distributed else local_tokens
     optimizer.zero_grad(set_to_none=True)
-    (loss_sum * (world.size / total_tokens)).backward()
+    loss_sum = torch.zeros((), dtype=torch.float64, device=device)
+    for i, batch in enumerate(batches):
+        last = i == len(batches) - 1
+        with model.no_sync() if world.distributed and not last else contextlib.nullcontext():  # type: ignore[operator]
+            micro = batch_loss(model, batch, pad_id, cfg.train.precision, cfg.train.label_smoothing)
+            (micro * (world.size / total_tokens)).backward()
+        loss_sum += micro.detach().double()
+    if world.distributed:
+        loss: torch.Tensor | float = distributed.all_sum([loss_sum.item()], world, device)[0] / total_tokens
+    else:
+        loss = loss_sum / total_tokens
     if cfg.train.clip_grad > 0:
         torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.train.clip_grad)
     optimizer.step()
-    return loss, int(total_tokens)
+    return loss, total_tokens

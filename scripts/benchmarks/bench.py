@@ -155,7 +155,7 @@ def measure_nmt_train(args) -> dict:
     batches = _training_batches(cfg, examples, tgt_vocab.pad_id, tgt_vocab.bos_id)
 
     def step(batch) -> int:
-        train_step(model, batch.to(device), optimizer, cfg, tgt_vocab.pad_id)
+        train_step(model, [batch.to(device)], optimizer, cfg, tgt_vocab.pad_id)
         return batch.num_tokens
 
     sync = torch.cuda.synchronize if device.type == "cuda" else (lambda: None)

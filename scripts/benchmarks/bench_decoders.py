@@ -1,9 +1,14 @@
-"""Training speed of the decoder's arrangements, in one run: target tokens/s of whole training
-steps (encoder, decoder, loss, backward, Adam) for `stepwise` (the config as it is) against
-`parallel` (and any other arm you name), at the config's sizes, with the ratio to the first arm.
+"""Training speed of arms of one config, in one run: target tokens/s of whole training steps
+(encoder, decoder, loss, backward, Adam) for `stepwise` (the config as it is) against `parallel`
+(or the arms you name), at the config's sizes, with the ratio to the first arm. An arm with
+train.accum_steps N steps once per N micro-batches, so the cost of accumulation at one global
+batch is a run of arms too.
 
     python scripts/benchmarks/bench_decoders.py                   # configs/default.yaml, 2 threads
     python scripts/benchmarks/bench_decoders.py --arm rnmt=model.decoder=parallel,model.input_feeding=false,model.residual=true,model.layer_norm=true
+    python scripts/benchmarks/bench_decoders.py --window-steps 4 --arm n1=train.batch_size=256 \
+        --arm n2=train.batch_size=128,train.accum_steps=2 --arm n4=train.batch_size=64,train.accum_steps=4 \
+        --arm n8=train.batch_size=32,train.accum_steps=8
 
 This VM's speed drifts by 10-20% over minutes, so the arms are interleaved: one process prepares
 the corpus and builds every arm's model, then times a window of each arm in turn, round after
@@ -77,18 +82,19 @@ def main() -> None:
                 steps = args.warmup if round_ == 0 else args.window_steps
                 tokens, start = 0, time.perf_counter()
                 for _ in range(steps):
-                    batch = next(batches)
-                    train_step(model, batch, optimizer, arm_cfg, tgt_vocab.pad_id)
-                    tokens += batch.num_tokens
+                    micro = [next(batches) for _ in range(arm_cfg.train.accum_steps)]
+                    train_step(model, micro, optimizer, arm_cfg, tgt_vocab.pad_id)
+                    tokens += sum(batch.num_tokens for batch in micro)
                 if round_:
                     rates.append(tokens / (time.perf_counter() - start))
         base = statistics.median(runs[0][5])
         print(f"\n{precision}: target tokens/s of whole training steps, median of {args.rounds} interleaved "
-              f"windows of {args.window_steps} steps ({cfg.train.batch_size} sentences a batch)")
-        for name, _, _, _, _, rates in runs:
+              f"windows of {args.window_steps} steps")
+        for name, arm_cfg, _, _, _, rates in runs:
             median = statistics.median(rates)
+            batch = f"{arm_cfg.train.batch_size} x {arm_cfg.train.accum_steps}"
             print(f"  {name:<12} {median:>9,.0f} tok/s  (windows {min(rates):,.0f}-{max(rates):,.0f})  "
-                  f"x{median / base:.2f}", flush=True)
+                  f"x{median / base:.2f}  [{batch} sentences a step]", flush=True)
 
 
 if __name__ == "__main__":

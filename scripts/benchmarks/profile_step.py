@@ -55,7 +55,7 @@ def main() -> None:
 
     def step() -> int:
         batch = next(batches)
-        train_step(model, batch.to(device), optimizer, cfg, tv.pad_id)
+        train_step(model, [batch.to(device)], optimizer, cfg, tv.pad_id)
         return batch.num_tokens
 
     for _ in range(10):  # warm-up

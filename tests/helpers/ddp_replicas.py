@@ -9,7 +9,7 @@ import torch
 
 from nmt.config import load_config
 from nmt.training import distributed
-from nmt.training.loop import agree_to_stop, setup, train_batch
+from nmt.training.loop import agree_to_stop, setup, train_batches
 from nmt.training.run_data import epoch_batches
 from nmt.training.stopping import StopSignals
 
@@ -23,7 +23,7 @@ shard = epoch_batches(run.data, run.cfg, 1, world)
 max_diff, seen, signals = [], [], StopSignals()
 for indices in shard[:steps]:
     seen.extend(indices.tolist())
-    train_batch(run, indices, total_steps=cfg.train.epochs * len(shard))
+    train_batches(run, [indices], total_steps=cfg.train.epochs * len(shard))
     agree_to_stop(run, signals)  # where the ranks agree on stopping and on the clock
     flat = torch.cat([p.detach().flatten() for p in run.model.parameters()])
     replicas = distributed.gather(flat, world)

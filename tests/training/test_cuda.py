@@ -17,7 +17,7 @@ from nmt.evaluation.metrics import group_references
 from nmt.inference.translator import Translator
 from nmt.model import build_model
 from nmt.model.checkpoint import load_model, save_checkpoint
-from nmt.training.loop import setup, train, train_batch
+from nmt.training.loop import setup, train, train_batches
 from nmt.training.run_data import epoch_batches
 
 cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device visible to torch")
@@ -46,12 +46,12 @@ def test_a_training_step_on_cuda_never_waits_for_the_gpu(toy_zip, tmp_path):
     run = setup(_cfg(device="cuda", precision="bf16", batch_tokens=200), tmp_path, str(toy_zip))
     batches = epoch_batches(run.data, run.cfg, 1, run.world)
     for indices in batches[:2]:  # warm-up: cuDNN and allocator set-up may synchronize once
-        train_batch(run, indices, total_steps=len(batches))
+        train_batches(run, [indices], total_steps=len(batches))
     torch.cuda.synchronize()
     torch.cuda.set_sync_debug_mode("error")
     try:
         for indices in batches[2:8]:
-            train_batch(run, indices, total_steps=len(batches))
+            train_batches(run, [indices], total_steps=len(batches))
     finally:
         torch.cuda.set_sync_debug_mode(0)
     run.progress.check_losses(run.device, run.out_dir)  # the losses were real and finite

@@ -145,7 +145,18 @@ def test_two_processes_equal_one_process_with_the_global_batch(root):
     assert _max_diff(root / "ddp", root / "single") < 1e-4
     # Rank 0 alone writes: one log, one metrics line per validation (not one per process).
     assert len((root / "ddp" / "metrics.jsonl").read_text().splitlines()) == 1
-    assert "2 processes, global batch 32" in (root / "ddp" / "train.log").read_text()
+    assert "x 2 processes (global batch 32 sentences)" in (root / "ddp" / "train.log").read_text()
+
+
+def test_two_processes_of_two_micro_batches_equal_one_process_of_the_four(root):
+    """train.accum_steps under DDP: each rank accumulates 2 micro-batches of 16 (gradients all-reduced
+    on the last only); one process takes the same 4 x 16 sentences as 2 micro-batches of 32."""
+    _nmt("train", _config(root, "ddp-accum", NO_DROPOUT, accum_steps=2), "--data", "toy.zip", "--out", "ddp-accum",
+         "--nproc", 2, "--quiet", cwd=root)
+    _nmt("train", _config(root, "single-accum", NO_DROPOUT, batch_size=32, accum_steps=2), "--data", "toy.zip",
+         "--out", "single-accum", "--quiet", cwd=root)
+    assert _max_diff(root / "ddp-accum", root / "single-accum") < 1e-4
+    assert "x 2 accumulated x 2 processes (global batch 64 sentences)" in (root / "ddp-accum" / "train.log").read_text()
 
 
 def test_two_processes_prepare_the_corpus_once_and_map_the_same_files(tmp_path):

@@ -26,7 +26,7 @@ def test_tiny_model_overfits_a_handful_of_pairs_exactly():
     model = build_model(cfg.model, sv, tv)
     optimizer = torch.optim.Adam(model.parameters(), lr=cfg.train.lr)
     batch = collate(encode_pairs(pairs, sv, tv), tv.pad_id, tv.bos_id)
-    losses = [train_step(model, batch, optimizer, cfg, tv.pad_id)[0] for _ in range(150)]
+    losses = [train_step(model, [batch], optimizer, cfg, tv.pad_id)[0] for _ in range(150)]
     assert losses[-1] < 0.05 < losses[0]
     model.eval()
     outputs, _ = greedy(model, batch.src, batch.src_lens, tv.bos_id, tv.eos_id, torch.full((8,), 12))

@@ -89,6 +89,20 @@ def test_eval_bleu_prints_scores_and_writes_hypotheses(trained):
     assert "ppl" in plain.stdout and "BLEU" not in plain.stdout
 
 
+def test_eval_with_a_glossary_counts_the_terms_used_and_keeps_its_own_hypotheses(trained, tmp_path):
+    terms = tmp_path / "terms.tsv"
+    # every toy noun becomes "maison": a test source holding one must say maison
+    terms.write_text("".join(f"{noun}\tmaison\n" for noun in ("cat", "dog", "bird", "car", "tea", "apples")),
+                     encoding="utf-8")
+    result = invoke("eval", "--bleu", "-c", trained["run"], "--data", trained["corpus"], "--glossary", terms)
+    assert result.exit_code == 0, result.output
+    used = next(line for line in result.stdout.splitlines() if line.startswith("glossary terms used:"))
+    asked, of = re.match(r"glossary terms used: (\d+) of (\d+) matched", used).groups()
+    assert asked == of and int(of) > 0, used
+    assert "glossary of 6 terms" in result.stdout
+    assert (trained["run"] / "hyps.test.beam5.glossary.txt").is_file()
+
+
 def test_newest_run_is_the_default_checkpoint(trained, tmp_path):
     (tmp_path / "runs").mkdir()
     (tmp_path / "runs" / "only").symlink_to(trained["run"], target_is_directory=True)
@@ -212,9 +226,9 @@ def test_beam_search_is_the_default_and_beam_1_is_exactly_greedy(trained):
         ids = source_ids(translator.tokenizer.source_tokens([sentence])[0], translator.src_vocab,
                          translator.cfg.max_input_len)
         src, src_lens = torch.tensor([ids]), torch.tensor([len(ids)])
-        out, _ = greedy(translator.model, src, src_lens, translator.tgt_vocab.bos_id, translator.tgt_vocab.eos_id,
+        (out,) = greedy(translator.model, src, src_lens, translator.tgt_vocab.bos_id, translator.tgt_vocab.eos_id,
                         output_caps(src_lens, translator.cfg), banned_id=translator.banned_id)
-        expected.append(translator.tokenizer.target_text(translator.tgt_vocab.decode(out[0])))
+        expected.append(translator.tokenizer.target_text(translator.tgt_vocab.decode(out.tokens)))
     assert invoke("translate", *sentences, "-c", trained["run"], "--beam", "1").stdout.splitlines() == expected
     # Validation during training kept its own, fast search and said so.
     assert "(epoch 1, greedy)" in (trained["run"] / "train.log").read_text()

@@ -8,7 +8,7 @@ from typing import Annotated, Optional
 import typer
 
 from nmt.cli.app import app, setup_logging, user_errors
-from nmt.cli.options import BeamOpt, DeviceOpt, EngineOpt, LooseNumbersOpt
+from nmt.cli.options import BeamOpt, DeviceOpt, EngineOpt, GlossaryOpt, LooseNumbersOpt
 
 
 @app.command()
@@ -55,12 +55,15 @@ def eval_cmd(
     beam: BeamOpt = None,
     engine: EngineOpt = "torch",
     loose_numbers: LooseNumbersOpt = False,
+    glossary: GlossaryOpt = None,
 ) -> None:
     """Evaluate on a held-out split or a test set: loss and perplexity; with --bleu, BLEU, chrF and the signature."""
     from nmt.evaluation.report import TestSpec, evaluate
+    from nmt.inference.glossary import Glossary
 
     setup_logging()
+    terms = Glossary.read(glossary) if glossary else None
     spec = TestSpec(split, data, test, src, list(ref or []), testset, langpair)
     strict = False if loose_numbers else None
-    for line in evaluate(list(checkpoints or []), spec, bleu, device, beam, engine, out, strict):
+    for line in evaluate(list(checkpoints or []), spec, bleu, device, beam, engine, out, strict, terms):
         typer.echo(line)

@@ -36,6 +36,9 @@ AlignOpt = Annotated[bool, typer.Option(
 PrefixOpt = Annotated[Optional[str], typer.Option(
     "--prefix", help="Every translation starts with this text (tokenized as the output is); the search "
                      "completes it, e.g. --prefix 'Je ne'.")]
+GlossaryOpt = Annotated[Optional[Path], typer.Option(
+    "--glossary", help="A file of 'source term<TAB>target term' lines: where a source holds a term (whole "
+                       "words, any case), its translation contains the target term as written.")]
 TargetArg = Annotated[Optional[Path], typer.Argument(
     help="YAML config (default: configs/default.yaml); with --resume, a run directory "
          "(default: the newest run under runs/).", show_default=False)]

@@ -7,7 +7,7 @@ from typing import Annotated, Optional
 import typer
 
 from nmt.cli.app import app, setup_logging, user_errors
-from nmt.cli.options import BeamOpt, CheckpointOpt, DeviceOpt, EngineOpt, LooseNumbersOpt
+from nmt.cli.options import BeamOpt, CheckpointOpt, DeviceOpt, EngineOpt, GlossaryOpt, LooseNumbersOpt
 from nmt.errors import NmtError
 
 
@@ -28,6 +28,7 @@ def serve(
     queue_size: Annotated[int, typer.Option(min=1, help="Texts waiting at most; beyond, 503 + Retry-After.")] = 1024,
     engine: EngineOpt = "torch",
     loose_numbers: LooseNumbersOpt = False,
+    glossary: GlossaryOpt = None,
 ) -> None:
     """Serve a model: JSON API (/translate, OpenNMT-py's /translator/translate, /health, /docs) and a page at /."""
     try:
@@ -36,12 +37,14 @@ def serve(
     except ImportError:
         raise NmtError("nmt serve needs FastAPI and uvicorn: pip install -e '.[serve]' "
                        "(bash scripts/setup.sh installs them)") from None
+    from nmt.inference.glossary import Glossary
     from nmt.serving.server import ServeSettings, run_server
 
     setup_logging()
+    terms = Glossary.read(glossary) if glossary else None
     settings = ServeSettings(beam=beam, max_beam=max_beam, max_texts=max_texts, max_chars=max_chars,
                              max_body_bytes=max_body_kb * 1024, max_batch=max_batch, max_wait_ms=max_wait_ms,
-                             queue_size=queue_size)
+                             queue_size=queue_size, glossary=terms)
     run_server(checkpoint, device, host, port, settings, engine, False if loose_numbers else None)
 
 

@@ -16,6 +16,7 @@ from nmt.cli.options import (
     CheckpointOpt,
     DeviceOpt,
     EngineOpt,
+    GlossaryOpt,
     InputOpt,
     LooseNumbersOpt,
     NbestOpt,
@@ -41,11 +42,14 @@ def translate(text: TextArg = None, input_: InputOpt = None, checkpoint: Checkpo
               show_attention: ShowAttentionOpt = False, tokenized: TokenizedOpt = False,
               engine: EngineOpt = "torch", scores: ScoresOpt = False, align: AlignOpt = False,
               prefix: PrefixOpt = None, loose_numbers: LooseNumbersOpt = False, sample: SampleOpt = False,
-              top_k: TopKOpt = 0, top_p: TopPOpt = 1.0, temperature: TemperatureOpt = 1.0, seed: SeedOpt = 0) -> None:
+              top_k: TopKOpt = 0, top_p: TopPOpt = 1.0, temperature: TemperatureOpt = 1.0, seed: SeedOpt = 0,
+              glossary: GlossaryOpt = None) -> None:
     """Translate: sentences given here, a file, piped stdin, or an interactive prompt."""
+    from nmt.inference.glossary import Glossary
     from nmt.inference.translator import Translator
 
     setup_logging()
+    terms = Glossary.read(glossary) if glossary else None  # a bad file fails before the model loads
     if text and input_:
         raise NmtError("give sentences as arguments or --input FILE, not both")
     if text and any(not t.strip() for t in text):
@@ -58,10 +62,10 @@ def translate(text: TextArg = None, input_: InputOpt = None, checkpoint: Checkpo
     sampling = _sampling(sample, beam, top_k, top_p, temperature, seed)
     translator = Translator.load(checkpoint, device, engine=engine, strict_numbers=False if loose_numbers else None)
     if plot or show_attention:
-        _translate_with_attention(translator, text, plot, show_attention, beam)
+        _translate_with_attention(translator, text, plot, show_attention, beam, terms)
         return
     printer = Printer(translator, tokenized, scores, align, nbest)
-    search = dict(n=nbest, beam=beam, prefix=prefix, sample=sampling)
+    search = dict(n=nbest, beam=beam, prefix=prefix, sample=sampling, glossary=terms)
     if text:
         printer.print_all(translator.nbest_stream(text, **search))
     elif input_ is not None:
@@ -191,11 +195,11 @@ def _prompted_lines(language: str):
 
 
 def _translate_with_attention(translator, sentences: list[str], plot: Optional[Path], show: bool,
-                              beam: Optional[int]) -> None:
+                              beam: Optional[int], glossary=None) -> None:
     from nmt.evaluation.visualize import attention_table, plot_attention
 
     for sentence in sentences:
-        best = translator.translations([sentence], beam)[0]
+        best = translator.translations([sentence], beam, glossary=glossary)[0]
         src_tokens, out_tokens, weights = translator.attention(sentence, best.tokens)
         typer.echo(best.text)
         if show:

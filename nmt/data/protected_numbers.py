@@ -156,11 +156,10 @@ class SpanProtector:
         protected = [self.protect_source(text) for text in texts]
         return [p[0] for p in protected], [p[1] for p in protected]
 
-    def rule(self, numbers: Sequence[Sequence[Number]], eos_id: int | None = None) -> SpanRule:
+    def rule(self, numbers: Sequence[Sequence[Number]], strict: bool = False) -> SpanRule:
         """What search may write for sentences with these numbers: their own placeholders, at most
-        once each; with `eos_id` (strict), each exactly once and no digit outside them."""
-        return SpanRule(self.target_ids, [len(n) for n in numbers], self.digit_ids if eos_id is not None
-                        else frozenset(), eos_id)
+        once each; `strict`, each exactly once and no digit outside them."""
+        return SpanRule(self.target_ids, [len(n) for n in numbers], self.digit_ids if strict else frozenset(), strict)
 
     def protect_pairs(self, src: Sequence[str], tgt: Sequence[str]) -> tuple[list[str], list[str]]:
         pairs = [self.protect_pair(s, t) for s, t in zip(src, tgt)]
@@ -201,51 +200,14 @@ def _replaced(text: str, found: Sequence[re.Match[str]], indices: Sequence[int])
 class SpanRule:
     """What search may write for a batch of sentences with numbers: each sentence's own
     placeholders, at most once each. `ids` maps a placeholder's target id to its index (⦅N1⦆ -> 0).
-
     Strict (the default with data.protect), a sentence also writes every one of its placeholders
-    exactly once and no digit of its own: the target pieces holding a digit (`digits`) are never
-    written; a hypothesis that would end (<eos>, `eos_id`) while placeholders are missing writes
-    them first (search puts the most likely missing one in its <eos>'s place); and once the tokens
-    left before the length cap are no more than the placeholders missing, only those may be written."""
+    (`nmt.inference.constraints.number_rules` makes each a term it must write) and no digit of its
+    own: the target pieces holding a digit (`digits`) are never written."""
     ids: dict[int, int]
     counts: list[int]  # per sentence of the batch: how many numbers its source holds
     digits: frozenset[int] = frozenset()
-    eos_id: int | None = None  # None: not strict
+    strict: bool = False
 
-    @property
-    def strict(self) -> bool:
-        return self.eos_id is not None
-
-    @property
-    def blockable(self) -> int:
-        """The most candidates of one step this rule can refuse a hypothesis: what search adds to
-        its candidates so that enough allowed ones remain."""
-        return len(self.ids) + len(self.digits)
-
-    def missing(self, sentence: int, output: Sequence[int]) -> list[int]:
-        """The placeholder ids `sentence` must still write (strict), in the source's order."""
-        if not self.strict or not self.counts[sentence]:
-            return []
-        return [token for token, index in self.ids.items() if index < self.counts[sentence] and token not in output]
-
-    def must_place(self, sentence: int, output: Sequence[int], room: int) -> list[int]:
-        """The placeholders that are all `output` may write next, when the `room` tokens left before
-        the cap are only enough for the missing ones; [] when it is free to choose."""
-        missing = self.missing(sentence, output)
-        return missing if missing and room <= len(missing) else []
-
-    def refused(self, sentence: int, output: Sequence[int]) -> set[int]:
-        """Every token `sentence` may not write next after `output` (room aside: see `must_place`)."""
-        return {token for token in (*self.ids, *self.digits) if self.blocks(sentence, token, output)}
-
-    def blocks(self, sentence: int, token: int, output: Sequence[int], room: int | None = None) -> bool:
-        """Whether `sentence`, having written `output` with `room` tokens left before its cap (None:
-        no cap in sight), may not write `token` next."""
-        index = self.ids.get(token)
-        if index is not None and (index >= self.counts[sentence] or token in output):
-            return True
-        if not self.strict:
-            return False
-        if room is not None and (forced := self.must_place(sentence, output, room)):
-            return token not in forced
-        return token in self.digits
+    def own(self, sentence: int) -> list[int]:
+        """The placeholder ids `sentence` may write, in the source's order."""
+        return sorted((t for t, index in self.ids.items() if index < self.counts[sentence]), key=self.ids.__getitem__)

@@ -29,6 +29,7 @@ from nmt.evaluation.metrics import group_references, reference_streams, sacreble
 from nmt.evaluation.testsets import TestSet, from_corpus, from_files, from_sacrebleu
 from nmt.evaluation.validation import search_name, validate
 from nmt.inference.engines import engine_device
+from nmt.inference.glossary import Glossary, term_use
 from nmt.inference.translator import Translator
 from nmt.model.checkpoint import LoadedModel, load_models
 from nmt.model.runs import BEST
@@ -128,13 +129,16 @@ def run_training_words(loaded: LoadedModel) -> Vocab | None:
         return None
 
 
-def hypotheses_path(loaded: LoadedModel, test_name: str, beam: int, engine: str, loose: bool = False) -> Path:
+def hypotheses_path(loaded: LoadedModel, test_name: str, beam: int, engine: str, loose: bool = False,
+                    glossary: bool = False) -> Path:
     """Beside the checkpoint, named after the test set, the search, and (when they are not the
-    defaults) the checkpoint, the engine and loose number rules, so no evaluation overwrites another's."""
+    defaults) the checkpoint, the engine, loose number rules and a glossary, so no evaluation
+    overwrites another's."""
     checkpoint = "" if loaded.path.name == BEST else f"{loaded.path.stem}."
     if loaded.members:  # beside the first member, named for the whole ensemble
         checkpoint = f"ensemble-{hashlib.sha1(loaded.name.encode()).hexdigest()[:8]}."
-    suffix = ("" if engine == "torch" else f".{engine}") + (".loose-numbers" if loose else "")
+    suffix = ("" if engine == "torch" else f".{engine}") + (".loose-numbers" if loose else "") + (
+        ".glossary" if glossary else "")
     return loaded.path.parent / f"hyps.{checkpoint}{test_name}.{search_name(beam).replace(' ', '')}{suffix}.txt"
 
 
@@ -147,7 +151,7 @@ class Evaluated:
 
 def evaluate(checkpoints: list[str | None], spec: TestSpec, bleu: bool, device_name: str,
              beam_size: int | None = None, engine: str = "torch", out: str | None = None,
-             strict_numbers: bool | None = None) -> list[str]:
+             strict_numbers: bool | None = None, glossary: Glossary | None = None) -> list[str]:
     """Score each checkpoint on the test set `spec` names; returns the result lines. With --bleu,
     the hypotheses are written (`out`, or beside each checkpoint), and with several checkpoints
     each is compared with the first by sacreBLEU's paired bootstrap resampling."""
@@ -169,7 +173,8 @@ def evaluate(checkpoints: list[str | None], spec: TestSpec, bleu: bool, device_n
             raise NmtError(f"{loaded.name} translates {loaded.tokenizer.source_lang} -> "
                            f"{loaded.tokenizer.target_lang}, the first checkpoint {direction[0]} -> "
                            f"{direction[1]}: compare models of one direction")
-        result = evaluate_one(loaded, device, test, where, words, bleu, beam_size, engine, out, strict_numbers)
+        result = evaluate_one(loaded, device, test, where, words, bleu, beam_size, engine, out, strict_numbers,
+                              glossary)
         lines += result.lines
         results.append(result)
         del loaded
@@ -180,7 +185,7 @@ def evaluate(checkpoints: list[str | None], spec: TestSpec, bleu: bool, device_n
 
 def evaluate_one(loaded: LoadedModel, device: torch.device, test: TestSet, where: str, words: Vocab | None,
                  bleu: bool, beam_size: int | None, engine: str, out: str | None,
-                 strict_numbers: bool | None = None) -> Evaluated:
+                 strict_numbers: bool | None = None, glossary: Glossary | None = None) -> Evaluated:
     translator = Translator.from_loaded(loaded, device, engine=engine, strict_numbers=strict_numbers)
     tokenizer = loaded.tokenizer
     loose = tokenizer.protector is not None and not translator.cfg.strict_numbers
@@ -191,7 +196,8 @@ def evaluate_one(loaded: LoadedModel, device: torch.device, test: TestSet, where
     head = (f"{what} ({tokenizer.kind} tokenizer, {tokenizer.source_lang} -> "
             f"{tokenizer.target_lang}) | {where}: {len(refs.sources):,} sources, {len(test.pairs):,} pairs"
             + ("" if engine == "torch" else f" | decoded with --engine {engine}")
-            + (" | loose number rules (--loose-numbers)" if loose else "") + lineage(loaded.cfg))
+            + (" | loose number rules (--loose-numbers)" if loose else "")
+            + (f" | glossary of {len(glossary.entries):,} terms" if glossary is not None else "") + lineage(loaded.cfg))
     unit = f"(per {tokenizer.kind} token)"
     if not bleu and loaded.members:
         return Evaluated([head, "loss: an ensemble has no one loss; add --bleu to score its translations"], [],
@@ -202,10 +208,11 @@ def evaluate_one(loaded: LoadedModel, device: torch.device, test: TestSet, where
         return Evaluated([head, f"loss {loss:.3f} | ppl {math.exp(min(loss, 50)):.2f} {unit}"], [], str(loaded.path))
     beam_size = beam_size or loaded.cfg.decode.beam_size
     result = validate(translator, examples, refs, beam_size, loss_model=None if loaded.members else loaded.model,
-                      meter=f"eval {test.name}")
+                      meter=f"eval {test.name}", glossary=glossary)
     hyps = [t.text for t in result.translations]
     search = search_name(beam_size)
-    hyp_path = Path(out) if out else hypotheses_path(loaded, test.name, beam_size, engine, loose)
+    hyp_path = Path(out) if out else hypotheses_path(loaded, test.name, beam_size, engine, loose,
+                                                                 glossary is not None)
     try:
         hyp_path.write_text("\n".join(hyps) + "\n", encoding="utf-8")
     except OSError as e:
@@ -234,6 +241,10 @@ def evaluate_one(loaded: LoadedModel, device: torch.device, test: TestSet, where
         copied = sum(numbers_copied(src, hyp) for src, hyp in with_digits)
         lines.append(f"numbers copied: {copied:,} of {len(with_digits):,} sources with digits "
                      f"({100 * copied / len(with_digits):.1f}%) keep every number unchanged")
+    if glossary is not None:
+        asked, used = term_use(glossary, refs.sources, hyps)
+        lines.append(f"glossary terms used: {used:,} of {asked:,} matched in the sources "
+                     f"({100 * used / max(asked, 1):.1f}%; the target term as listed)")
     invented = sum(numbers_invented(src, hyp) for src, hyp in zip(refs.sources, hyps))
     lines.append(f"numbers invented: {invented:,} of {len(hyps):,} outputs ({100 * invented / len(hyps):.1f}%) "
                  f"print a number their source does not hold")

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 import torch
 
 from nmt.config import ENSEMBLE_COMBINATIONS
-from nmt.model.seq2seq import UNRANKED, ranked
+from nmt.model.seq2seq import ranked, with_named
 
 
 @dataclass(frozen=True)
@@ -40,14 +40,15 @@ class Ensemble:
     def encode(self, src: torch.Tensor, src_lens: torch.Tensor) -> EnsembleState:
         return EnsembleState(tuple(model.encode(src, src_lens) for model in self.models))
 
-    def candidates(self, prev_ids: torch.Tensor, state: EnsembleState, k: int, banned_id: int | None, eos_id: int
+    def candidates(self, prev_ids: torch.Tensor, state: EnsembleState, k: int | None, banned_id: int | None, eos_id: int,
+                   also: torch.Tensor | None = None
                    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, EnsembleState, torch.Tensor]:
         """`Seq2Seq.candidates` of the combined distribution; the attention is the members' weighted
         mean (each member's weights sum to 1 over the source, so the mean does too)."""
         log_probs, states, attention = [], [], None
         for model, part, weight in zip(self.models, state.parts, self.weights):
             # each member's whole distribution, in vocabulary order, from either engine
-            lp, _, _, new, weights = model.candidates(prev_ids, part, UNRANKED, banned_id, eos_id)
+            lp, _, _, new, weights = model.candidates(prev_ids, part, None, banned_id, eos_id)
             log_probs.append(lp.float())
             states.append(new)
             attention = weight * weights.float() if attention is None else attention + weight * weights.float()
@@ -57,5 +58,5 @@ class Ensemble:
             combined = torch.logsumexp(stacked + log_weights, dim=0)
         else:  # a banned token's -inf times a weight stays -inf; 0 * -inf never happens (weights > 0)
             combined = (stacked * log_weights.exp()).sum(0)
-        top, ids = ranked(combined, k)
+        top, ids = with_named(*ranked(combined, k), combined, also)
         return top, ids, combined[:, eos_id], EnsembleState(tuple(states)), attention

@@ -31,7 +31,7 @@ from nmt.inference.onnx_export import (
     unflat_state,
 )
 from nmt.model.decoder import DecoderState
-from nmt.model.seq2seq import UNRANKED
+from nmt.model.seq2seq import ranked, with_named
 
 VARIANTS = {"onnx": "int8", "onnx-fp32": "fp32"}  # --engine -> the graphs it runs
 T, R = TypeVar("T"), TypeVar("R")
@@ -121,22 +121,26 @@ class OnnxSeq2Seq:
         outputs = self.session("encoder").run(None, {"src": src.cpu().numpy(), "src_lens": src_lens.cpu().numpy()})
         return unflat_state({name: torch.from_numpy(x) for name, x in zip(self.names, outputs)})
 
-    def candidates(self, prev_ids: torch.Tensor, state: DecoderState, k: int, banned_id: int | None, eos_id: int
+    def candidates(self, prev_ids: torch.Tensor, state: DecoderState, k: int | None, banned_id: int | None, eos_id: int,
+                   also: torch.Tensor | None = None
                    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, DecoderState, torch.Tensor]:
         """`Seq2Seq.candidates`, run by ONNX Runtime. The graph holds the <eos> id and the banned id
         it was exported with: search bans that one (attention, which reads only the weights, may
-        pass None). The graph always ranks; `UNRANKED` puts its ranking back in vocabulary order, so
-        that sampling draws what the PyTorch model draws."""
+        pass None). The graph always ranks; for k None its ranking of every token is put back in
+        vocabulary order, as the PyTorch model gives it; with `also`, the graph ranks every token
+        (it returns no whole distribution) and the k best and the named ones are read from that."""
         if banned_id not in (None, self.banned_id):
             raise ValueError(f"this export bans id {self.banned_id}, not {banned_id}")
-        feeds = {"prev_ids": prev_ids.numpy(), "k": np.array(min(k, self.vocab_size))}
+        whole = k is None or also is not None
+        feeds = {"prev_ids": prev_ids.numpy(), "k": np.array(self.vocab_size if whole else min(k, self.vocab_size))}
         feeds.update((name, x.contiguous().numpy()) for name, x in zip(self.step_inputs,
                                                                         flat_state(state, self.step_inputs)))
         top, ids, eos, weights, *changed = (torch.from_numpy(x) for x in self.session("decoder").run(None, feeds))
         new = dict(zip(self.changed, changed))
         state = replace(state, hidden=(new["h"], new["c"]), feed=new.get("feed"))
-        if k == UNRANKED:
-            top, ids = torch.empty_like(top).scatter_(1, ids, top), torch.arange(top.shape[-1]).expand_as(ids)
+        if whole:  # every token's log-probability, in vocabulary order
+            full = torch.empty_like(top).scatter_(1, ids, top)
+            top, ids = with_named(*ranked(full, k), full, also)
         return top, ids, eos, state, weights
 
 

@@ -6,16 +6,15 @@ random_sampling_topk/topp/temp, Marian's --output-sampling)."""
 
 from __future__ import annotations
 
-import dataclasses
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import torch
 
-from nmt.data.protected_numbers import SpanRule
 from nmt.errors import NmtError
-from nmt.inference.search import EVERY, Hypothesis, greedy, hypothesis
+from nmt.inference.constraints import Rules
+from nmt.inference.search import Hypothesis, search
 from nmt.model import Seq2Seq
-from nmt.model.seq2seq import UNRANKED
 
 
 @dataclass(frozen=True)
@@ -48,30 +47,6 @@ def truncated(log_probs: torch.Tensor, sampling: Sampling) -> torch.Tensor:
     return probs / probs.sum(-1, keepdim=True)
 
 
-def _allowed(ids: torch.Tensor, spans: SpanRule | None, rows: list[int], outputs: list[list[int]],
-             rooms: list[int]) -> torch.Tensor | None:
-    """Which candidates each row may write under the number rules (None: every one): the rules'
-    few tokens per row are marked in a (rows, vocabulary) table, read back at the candidates' ids."""
-    if spans is None:
-        return None
-    size = int(ids.max()) + 1
-    table = torch.ones(len(rows), size, dtype=torch.bool)
-    must_rows, must, refused = [], ([], []), ([], [])  # rows, and (row, token) pairs
-    for i, row in enumerate(rows):
-        if tokens := spans.must_place(row, outputs[row], rooms[i]):
-            must_rows.append(i)
-            pairs = must
-        else:
-            tokens, pairs = spans.refused(row, outputs[row]), refused
-        tokens = [t for t in tokens if t < size]  # the others are no candidate of this step
-        pairs[0].extend([i] * len(tokens))
-        pairs[1].extend(tokens)
-    table[refused] = False
-    table[must_rows] = False
-    table[must] = True
-    return table.to(ids.device).gather(1, ids)
-
-
 def draw_one(probs: torch.Tensor, generator: torch.Generator) -> torch.Tensor:
     """One index per row drawn from rows of probabilities (summing to 1) by inverting their running
     sum with one uniform number a row: torch.multinomial draws an exponential number for every
@@ -85,62 +60,38 @@ def draw_one(probs: torch.Tensor, generator: torch.Generator) -> torch.Tensor:
 
 
 class Draw:
-    """greedy's `Chooser` for sampling: each row's next token drawn from its allowed candidates."""
+    """The search policy of sampling: each hypothesis's next token drawn from what the rules allow
+    of its distribution, tempered and cut (k = 1: every sample is its own hypothesis)."""
+    beam_size = 1
 
     def __init__(self, sampling: Sampling, device: torch.device):
         self.sampling = sampling
         self.generator = torch.Generator(device=device).manual_seed(sampling.seed)
 
-    def width(self, spans: SpanRule | None) -> int:
-        """top-k alone needs only the k best, and as many as the number rules can refuse besides;
-        top-p the whole vocabulary ranked; no cut the whole vocabulary in any order."""
-        if self.sampling.top_p < 1:
-            return EVERY
-        if self.sampling.top_k:
-            return self.sampling.top_k + (spans.blockable if spans else 0)
-        return UNRANKED
+    def width(self) -> int | None:
+        """top-k alone needs only the k best; top-p the whole vocabulary, ranked here; no cut the
+        whole vocabulary in any order."""
+        return self.sampling.top_k if self.sampling.top_k and self.sampling.top_p == 1 else None
 
-    def __call__(self, top: torch.Tensor, ids: torch.Tensor, rows: list[int], outputs: list[list[int]],
-                 rooms: list[int], spans: SpanRule | None, prefixes: list[list[int]] | None) -> torch.Tensor:
-        allowed = _allowed(ids, spans, rows, outputs, rooms)
-        candidates = top.float()
+    def propose(self, running: torch.Tensor, chosen: torch.Tensor) -> list[list[tuple[float, int, int]]]:
         order = None
-        if allowed is not None:
-            candidates = candidates.masked_fill(~allowed, float("-inf"))
-            if self.sampling.top_k:  # the allowed tokens first, still best first, so that top-k counts only those
-                order = (~allowed).to(torch.int8).argsort(dim=-1, stable=True)
-                candidates = candidates.gather(1, order)
-        column = draw_one(truncated(candidates, self.sampling), self.generator)
+        if self.sampling.top_k or self.sampling.top_p < 1:  # a cut counts allowed tokens only, best first
+            chosen, order = chosen.sort(dim=-1, descending=True, stable=True)
+        column = draw_one(truncated(chosen, self.sampling), self.generator)
         if order is not None:
             column = order.gather(1, column)
-        for i, row in enumerate(rows):
-            if prefixes is not None and len(outputs[row]) < len(prefixes[row]):  # given, not drawn
-                column[i, 0] = int((ids[i] == prefixes[row][len(outputs[row])]).nonzero()[0, 0])
-        return column
-
-
-def sample(model: Seq2Seq, src: torch.Tensor, src_lens: torch.Tensor, bos_id: int, eos_id: int,
-           max_lens: torch.Tensor, sampling: Sampling, banned_id: int | None = None,
-           scores: list[list[float]] | None = None, spans: SpanRule | None = None,
-           prefixes: list[list[int]] | None = None) -> list[list[int]]:
-    """Draw each row's tokens until <eos> or its length cap: `greedy`'s loop (the same arguments
-    and outputs, number rules and prefixes) with each token drawn; `scores` gets each drawn token's
-    log-probability under the model itself (untempered, uncut), <eos> last. The rows draw from one
-    generator seeded with `sampling.seed`, so the same batch draws the same samples again."""
-    return greedy(model, src, src_lens, bos_id, eos_id, max_lens, banned_id=banned_id, scores=scores, spans=spans,
-                  prefixes=prefixes, choose=Draw(sampling, src.device))[0]
+        return [[(score, 0, c)] for score, c in zip(running[:, 0].tolist(), column[:, 0].tolist())]
 
 
 def samples(model: Seq2Seq, src: torch.Tensor, src_lens: torch.Tensor, bos_id: int, eos_id: int,
-            max_lens: torch.Tensor, n: int, sampling: Sampling, banned_id: int | None, spans: SpanRule | None,
-            prefixes: list[list[int]] | None, length_penalty: float) -> list[list[Hypothesis]]:
-    """`n` samples of each row, best first by their score: the batch repeated n times, drawn at once."""
+            max_lens: torch.Tensor, n: int, sampling: Sampling, rules: Sequence[Rules] | None = None,
+            banned_id: int | None = None, length_penalty: float = 1.0) -> list[list[Hypothesis]]:
+    """`n` samples of each source, best first by their score (the model's own log-probabilities,
+    untempered and uncut, <eos> last): the batch repeated n times, drawn at once from one generator
+    seeded with `sampling.seed`, so the same batch draws the same samples again."""
     rows = torch.arange(src.shape[0], device=src.device).repeat_interleave(n)
-    if spans is not None:
-        spans = dataclasses.replace(spans, counts=[c for c in spans.counts for _ in range(n)])
-    repeated = None if prefixes is None else [p for p in prefixes for _ in range(n)]
-    scores: list[list[float]] = []
-    outputs = sample(model, src[rows], src_lens[rows], bos_id, eos_id, max_lens[rows], sampling, banned_id, scores,
-                     spans, repeated)
-    drawn = [hypothesis(o, sum(s), length_penalty, s) for o, s in zip(outputs, scores)]
-    return [sorted(drawn[i * n:(i + 1) * n], key=lambda h: h.normalized, reverse=True) for i in range(src.shape[0])]
+    repeated = None if rules is None else [r for r in rules for _ in range(n)]
+    drawn = search(model, src[rows], src_lens[rows], bos_id, eos_id, max_lens[rows], Draw(sampling, src.device),
+                   repeated, banned_id, length_penalty)
+    return [sorted((h for hyps in drawn[i * n:(i + 1) * n] for h in hyps), key=lambda h: h.normalized, reverse=True)
+            for i in range(src.shape[0])]

@@ -28,16 +28,20 @@ from nmt.data.protected_numbers import Number, SpanRule
 from nmt.data.tokenizer import Tokenizer, WordTokenizer, legacy_form
 from nmt.data.vocab import EOS, Vocab
 from nmt.errors import NmtError
+from nmt.inference.constraints import sentence_rules
 from nmt.inference.ensemble import Ensemble
 from nmt.inference.engines import engine_device, map_batches, torch_threads
 from nmt.inference.onnx_engine import OnnxSeq2Seq, load_engine
+from nmt.inference.glossary import Glossary
 from nmt.inference.sampling import Sampling, samples
-from nmt.inference.search import Hypothesis, beam_search, forced, greedy, hypothesis
+from nmt.inference.search import Beam, Hypothesis, forced, hypothesis, search
 from nmt.inference.words import alignment, text_words, word_scores, words_of
 from nmt.model import Seq2Seq
 from nmt.model.checkpoint import LoadedModel, load_models
 
 logger = logging.getLogger(__name__)
+# a Glossary, a file's path or terms given as {source: target}; a list: one of those a text
+GlossaryLike = Glossary | dict[str, str] | str | list | None
 
 
 @dataclass(frozen=True)
@@ -116,10 +120,37 @@ def one_per_text(prefix: str | Sequence[str] | None, count: int, texts: str = "s
     return prefixes
 
 
-def rule(tokenizer: Tokenizer, numbers: Sequence[list[Number]], strict_eos: int | None) -> SpanRule | None:
+def glossary_terms(tokenizer: Tokenizer, vocab: Vocab, glossary: GlossaryLike, texts: Sequence[str],
+                   first_line: int = 1) -> list[list[list[int]]] | None:
+    """Each text's glossary terms as target ids, tokenized as the target is (None without a
+    glossary). A term with a piece the model cannot write is one warning, naming the line, and is
+    not asked for."""
+    if isinstance(glossary, list):
+        if len(glossary) != len(texts):
+            raise NmtError(f"{len(glossary)} glossaries for {len(texts)} sentences: give one for all, or one a text")
+        glossaries = [Glossary.of(g) for g in glossary]
+    else:
+        glossaries = [Glossary.of(glossary)] * len(texts)
+    if all(g is None for g in glossaries):
+        return None
+    out = []
+    for line, (text, terms_of) in enumerate(zip(texts, glossaries), first_line):
+        found = terms_of.terms(text) if terms_of is not None else []
+        kept = []
+        for term, ids in zip(found, map(vocab.encode, tokenizer.target_tokens(found) if found else [])):
+            if not ids or vocab.unk_id in ids:
+                logger.warning("line %d: glossary term '%s' holds a piece outside the target vocabulary; "
+                               "it is not enforced", line, term)
+            else:
+                kept.append(ids)
+        out.append(kept)
+    return out
+
+
+def rule(tokenizer: Tokenizer, numbers: Sequence[list[Number]], strict: bool) -> SpanRule | None:
     """data.protect: which number placeholders each sentence may write (its own, at most once each;
-    with `strict_eos`, the <eos> id, exactly once each and no digit of its own)."""
-    return tokenizer.protector.rule(numbers, strict_eos) if tokenizer.protector else None
+    `strict`, exactly once each and no digit of its own)."""
+    return tokenizer.protector.rule(numbers, strict) if tokenizer.protector else None
 
 
 def source_ids(tokens: list[str], vocab: Vocab, limit: int, line_no: int | None = None) -> list[int]:
@@ -230,33 +261,37 @@ class Translator:
 
     def translate(self, texts: str | Sequence[str], beam: int | None = None, tokenized: bool = False,
                   first_line: int = 1, prefix: str | Sequence[str] | None = None,
-                  sample: Sampling | None = None) -> str | list[str]:
+                  sample: Sampling | None = None, glossary: GlossaryLike = None) -> str | list[str]:
         """A sentence (or a list of them) in, its best translation's text out; empty in, empty out.
         `beam` 1 is greedy search (default: the checkpoint's decode.beam_size); `tokenized` gives
         the legacy lowercased, tokenized form; `first_line` numbers texts[0] in warnings; each
         output starts with `prefix` (one for all, or one per text), tokenized as the target is;
-        with `sample`, each output is drawn from the model's distribution instead (beam unused)."""
+        with `sample`, each output is drawn from the model's distribution instead (beam unused);
+        with `glossary` (a Glossary, a {source term: target term} dict or a file), every output
+        contains the target term of each source term its text holds (nmt.inference.glossary)."""
         if isinstance(texts, str):
-            return self.translate([texts], beam, tokenized, first_line, prefix, sample)[0]
+            return self.translate([texts], beam, tokenized, first_line, prefix, sample, glossary)[0]
         return [t.tokenized if tokenized else t.text
-                for t in self.translations(texts, beam, first_line, prefix, sample)]
+                for t in self.translations(texts, beam, first_line, prefix, sample, glossary)]
 
     def translations(self, texts: Sequence[str], beam: int | None = None, first_line: int = 1,
-                     prefix: str | Sequence[str] | None = None, sample: Sampling | None = None) -> list[Translation]:
+                     prefix: str | Sequence[str] | None = None, sample: Sampling | None = None,
+                     glossary: GlossaryLike = None) -> list[Translation]:
         """The best `Translation` of each text, in input order (an empty one for an empty text)."""
-        return [best_of(hyps) for hyps in self.nbest(texts, 1, beam, first_line, prefix, sample)]
+        return [best_of(hyps) for hyps in self.nbest(texts, 1, beam, first_line, prefix, sample, glossary)]
 
     def nbest(self, texts: str | Sequence[str], n: int = 1, beam: int | None = None,
               first_line: int = 1, prefix: str | Sequence[str] | None = None,
-              sample: Sampling | None = None) -> list[list[Translation]]:
+              sample: Sampling | None = None, glossary: GlossaryLike = None) -> list[list[Translation]]:
         """Up to `n` translations of each text, best first ([] for an empty text); beam search
         with a beam of at least `n`, or with `sample`, n drawn samples (best first by their score).
         `first_line` numbers texts[0] in the warnings."""
         texts = [texts] if isinstance(texts, str) else texts
         sources, numbers = protected_sources(self.tokenizer, texts)
         prefixes = prefix_ids(self.tokenizer, self.tgt_vocab, prefix, len(texts))
+        terms = glossary_terms(self.tokenizer, self.tgt_vocab, glossary, texts, first_line)
         searched = self._search(self.tokenizer.source_tokens(sources), beam, n, first_line, numbers, prefixes,
-                                sample)
+                                sample, terms)
         return [[translation(self.tokenizer, self.tgt_vocab.decode(h.tokens), h, found) for h in hyps]
                 for hyps, found in zip(searched, numbers)]
 
@@ -267,21 +302,23 @@ class Translator:
         return score_given(self, [texts] if single else texts, [outputs] if single else outputs)  # type: ignore
 
     def translate_stream(self, lines: Iterable[str], beam: int | None = None, chunk_size: int | None = None,
-                         tokenized: bool = False, sample: Sampling | None = None) -> Iterator[str]:
+                         tokenized: bool = False, sample: Sampling | None = None, glossary: GlossaryLike = None
+                         ) -> Iterator[str]:
         """Translate an arbitrarily long stream in chunks, in order, holding one chunk at a time."""
-        for _, results in self.nbest_stream(lines, 1, beam, chunk_size, sample=sample):
+        for _, results in self.nbest_stream(lines, 1, beam, chunk_size, sample=sample, glossary=glossary):
             yield from (best.tokenized if tokenized else best.text for best in map(best_of, results))
 
     def nbest_stream(self, lines: Iterable[str], n: int = 1, beam: int | None = None, chunk_size: int | None = None,
-                     prefix: str | None = None, sample: Sampling | None = None
+                     prefix: str | None = None, sample: Sampling | None = None, glossary: GlossaryLike = None
                      ) -> Iterator[tuple[list[str], list[list[Translation]]]]:
         """`nbest` over an arbitrarily long stream, in chunks of `chunk_size` lines (default 16
         batches), in order, holding one chunk at a time: each chunk's texts and their n-best lists."""
         chunk_size = chunk_size or 16 * self.cfg.batch_size
+        glossary = glossary if isinstance(glossary, list) else Glossary.of(glossary)  # a file read once
         first_line = 1  # of the current chunk, so warnings name the line in the whole input
         lines = iter(lines)
         while chunk := list(itertools.islice(lines, chunk_size)):
-            yield chunk, self.nbest(chunk, n, beam, first_line, prefix, sample)
+            yield chunk, self.nbest(chunk, n, beam, first_line, prefix, sample, glossary)
             first_line += len(chunk)
 
     def attention(self, text: str, output: Sequence[str] | None = None, beam: int | None = None) -> Attention:
@@ -300,39 +337,39 @@ class Translator:
 
     def _search(self, sources: Sequence[list[str]], beam: int | None, nbest: int, first_line: int,
                 numbers: Sequence[list[Number]], prefixes: list[list[int]] | None,
-                sample: Sampling | None = None) -> list[list[Hypothesis]]:
+                sample: Sampling | None = None, terms: list[list[list[int]]] | None = None) -> list[list[Hypothesis]]:
         """Token lists in; up to `nbest` scored hypotheses each, in input order ([] for an empty one)."""
         beam = max(beam or self.cfg.beam_size, nbest)
-        strict = self.tgt_vocab.eos_id if self.cfg.strict_numbers else None
         results: list[list[Hypothesis]] = [[] for _ in sources]
         batches = by_length(sources, self.cfg.batch_size)
         decoded = map_batches(self.model, lambda indices: decode_batch(
-            self, sources, indices, beam, nbest, first_line,
-            rule(self.tokenizer, [numbers[i] for i in indices], strict),
-            None if prefixes is None else [prefixes[i] for i in indices], sample), batches)
+            self, sources, indices, beam, nbest, first_line, numbers, prefixes, terms, sample), batches)
         for i, hyps in zip(itertools.chain(*batches), itertools.chain(*decoded)):
             results[i] = hyps
         return results
 
 
 def decode_batch(translator: Translator, sources: Sequence[list[str]], indices: list[int], beam: int, nbest: int,
-                 first_line: int, spans: SpanRule | None, prefixes: list[list[int]] | None,
-                 sample: Sampling | None = None) -> list[list[Hypothesis]]:
-    """One batch of `sources` (those at `indices`) searched (greedy, beam) or sampled."""
+                 first_line: int, numbers: Sequence[list[Number]], prefixes: list[list[int]] | None,
+                 terms: list[list[list[int]]] | None, sample: Sampling | None = None) -> list[list[Hypothesis]]:
+    """One batch of `sources` (those at `indices`) searched (greedy, beam) or sampled, under each
+    sentence's rules: its numbers, prefix and glossary terms."""
     t, cfg = translator, translator.cfg
     ids = [source_ids(sources[i], t.src_vocab, cfg.max_input_len, first_line + i) for i in indices]
     src = pad(ids, t.src_vocab.pad_id).to(t.device)
     src_lens = torch.tensor([len(x) for x in ids], device=t.device)
     caps, bos, eos = output_caps(src_lens, cfg), t.tgt_vocab.bos_id, t.tgt_vocab.eos_id
     if prefixes is not None:  # room for the prefix and as much after it as any output gets
-        caps = torch.maximum(caps, torch.tensor([len(p) for p in prefixes], device=caps.device) + cfg.max_output_extra)
+        caps = torch.maximum(caps, torch.tensor([len(prefixes[i]) for i in indices], device=caps.device)
+                             + cfg.max_output_extra)
+    spans = rule(t.tokenizer, [numbers[i] for i in indices], cfg.strict_numbers)
+    rules = [sentence_rules(spans, j, prefixes[i] if prefixes else (), terms[i] if terms else ())
+             for j, i in enumerate(indices)]
+    for i, sentence, cap in zip(indices, rules, caps.tolist()):
+        if terms and terms[i] and sentence.least_length > cap:
+            logger.warning("line %d: its glossary terms need %d tokens, past the length cap of %d: the cap is raised",
+                           first_line + i, sentence.least_length, cap)
     if sample is not None:
-        return samples(t.model, src, src_lens, bos, eos, caps, nbest, sample, t.banned_id, spans, prefixes,
-                       cfg.length_penalty)
-    if beam == 1:
-        scores: list[list[float]] = []
-        outputs, _ = greedy(t.model, src, src_lens, bos, eos, caps, banned_id=t.banned_id, scores=scores,
-                            spans=spans, prefixes=prefixes)
-        return [[hypothesis(o, sum(s), cfg.length_penalty, s)] for o, s in zip(outputs, scores)]
-    return beam_search(t.model, src, src_lens, bos, eos, caps, beam, cfg.length_penalty, nbest, t.banned_id,
-                       spans, prefixes)
+        return samples(t.model, src, src_lens, bos, eos, caps, nbest, sample, rules, t.banned_id, cfg.length_penalty)
+    return search(t.model, src, src_lens, bos, eos, caps, Beam(beam), rules, t.banned_id, cfg.length_penalty, nbest)
+

@@ -14,15 +14,20 @@ from nmt.model.decoder import AttentionDecoder, Decoder, DecoderState
 from nmt.model.encoder import Encoder
 from nmt.model.parallel_decoder import ParallelDecoder
 
-UNRANKED = (1 << 30) + 1  # as candidates' k: every token, in vocabulary order (sampling with no cut ranks none)
-
-
-def ranked(log_probs: torch.Tensor, k: int | torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """Each row's k best log-probabilities and their ids, best first; with `UNRANKED`, every token
-    as it is (sampling with no cut needs no order, and sorting the vocabulary at every step is not free)."""
-    if isinstance(k, int) and k == UNRANKED:
+def ranked(log_probs: torch.Tensor, k: int | torch.Tensor | None) -> tuple[torch.Tensor, torch.Tensor]:
+    """Each row's k best log-probabilities and their ids, best first; with k None, every token as
+    it is, in vocabulary order (what search needs where a rule names tokens: no sort at all)."""
+    if k is None:
         return log_probs, torch.arange(log_probs.shape[-1], device=log_probs.device).expand_as(log_probs)
     return log_probs.topk(min(k, log_probs.shape[-1]) if isinstance(k, int) else k, dim=-1)
+
+
+def with_named(top: torch.Tensor, ids: torch.Tensor, log_probs: torch.Tensor, also: torch.Tensor | None
+               ) -> tuple[torch.Tensor, torch.Tensor]:
+    """The ranked candidates with the `also` tokens' log-probabilities appended as further columns."""
+    if also is None:
+        return top, ids
+    return torch.cat((top, log_probs.gather(1, also)), 1), torch.cat((ids, also), 1)
 
 
 class Seq2Seq(nn.Module):
@@ -43,8 +48,8 @@ class Seq2Seq(nn.Module):
                     ) -> tuple[torch.Tensor, DecoderState, torch.Tensor]:
         return self.decoder.decode_step(prev_ids, state)
 
-    def candidates(self, prev_ids: torch.Tensor, state: DecoderState, k: int | torch.Tensor,
-                   banned_id: int | None, eos_id: int
+    def candidates(self, prev_ids: torch.Tensor, state: DecoderState, k: int | torch.Tensor | None,
+                   banned_id: int | None, eos_id: int, also: torch.Tensor | None = None
                    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, DecoderState, torch.Tensor]:
         """One decoding step reduced to what search reads of it: per row the k most likely next
         tokens' log-probabilities and ids (rows, k), the log-probability of <eos> (rows,), the new
@@ -52,9 +57,10 @@ class Seq2Seq(nn.Module):
         distribution is renormalized without it). Beam search needs no more than the 2 * beam
         best of each row, so the (rows, vocab) distribution never leaves this function (nor, in
         the ONNX export, ONNX Runtime). `k` may be a 0-dim tensor (a graph input, when exported), or
-        `UNRANKED`: every token in vocabulary order."""
+        None: every token in vocabulary order. `also` (rows, m): these tokens' too, after the k best
+        (the tokens search's rules name, wherever they rank)."""
         log_probs, state, weights = self.next_log_probs(prev_ids, state, banned_id)
-        top, ids = ranked(log_probs, k)
+        top, ids = with_named(*ranked(log_probs, k), log_probs, also)
         return top, ids, log_probs[:, eos_id], state, weights
 
     def next_log_probs(self, prev_ids: torch.Tensor, state: DecoderState, banned_id: int | None

@@ -13,6 +13,7 @@ import time
 from concurrent.futures import Future
 from dataclasses import dataclass, field
 
+from nmt.inference.glossary import Glossary
 from nmt.inference.translator import Attention, Translation, Translator
 
 
@@ -30,6 +31,7 @@ class Submission:
     attention: bool = False  # also the weights behind each best translation
     future: Future = field(default_factory=Future)
     prefixes: list[str] | None = None  # per text, what its translations must start with ("": nothing)
+    glossary: Glossary | None = None  # what its translations obey
 
 
 @dataclass
@@ -60,12 +62,12 @@ class BatchingQueue:
         self.worker.start()
 
     def submit(self, texts: list[str], options: Options, attention: bool = False,
-               prefixes: list[str] | None = None) -> Future:
+               prefixes: list[str] | None = None, glossary: Glossary | None = None) -> Future:
         with self.lock:
             if self.pending + len(texts) > self.max_pending:
                 raise QueueFull
             self.pending += len(texts)
-        submission = Submission(texts, options, attention, prefixes=prefixes)
+        submission = Submission(texts, options, attention, prefixes=prefixes, glossary=glossary)
         self.submissions.put(submission)
         return submission.future
 
@@ -112,9 +114,11 @@ class BatchingQueue:
     def _decode(self, options: Options, group: list[Submission]) -> None:
         texts = [text for submission in group for text in submission.texts]
         prefixes = [p for s in group for p in (s.prefixes or [""] * len(s.texts))]
-        try:  # requests with and without prefixes share the batch ("" forces nothing)
+        glossaries = [s.glossary for s in group for _ in s.texts]
+        try:  # requests with and without prefixes or glossaries share the batch ("", None: nothing)
             translations = self.translator.nbest(texts, options.nbest, options.beam,
-                                                 prefix=prefixes if any(prefixes) else None)
+                                                 prefix=prefixes if any(prefixes) else None,
+                                                 glossary=glossaries if any(glossaries) else None)
             self.batches += 1
         except Exception as e:  # the callers get the error; the worker lives on
             self._release(group)

@@ -26,6 +26,7 @@ from starlette.exceptions import HTTPException
 
 from nmt.errors import NmtError
 from nmt.inference.engines import engine_device
+from nmt.inference.glossary import Glossary
 from nmt.inference.translator import Translator, one_per_text
 from nmt.inference.words import pharaoh, words_of
 from nmt.model.checkpoint import LoadedModel, load_models
@@ -45,6 +46,7 @@ class ServeSettings:
     max_batch: int = 128  # sentences decoded together (decode.batch_size's default)
     max_wait_ms: float = 5.0  # how long the first request of a batch waits for company
     queue_size: int = 1024  # texts waiting; beyond it, 503 with Retry-After
+    glossary: Glossary | None = None  # every request's (`nmt serve --glossary`); a request's own adds to it
 
 
 class TranslateRequest(BaseModel):
@@ -57,6 +59,7 @@ class TranslateRequest(BaseModel):
     scores: bool = False
     align: bool = False
     prefix: str | list[str] | None = None
+    glossary: dict[str, str] | None = None
 
 
 class OpenNMTItem(BaseModel):  # OpenNMT-py's REST server takes a list of these
@@ -143,11 +146,19 @@ class Service:
             raise ApiError(413, f"prefix: over {self.settings.max_chars:,} characters")
         return prefixes
 
+    def glossary(self, terms: dict[str, str] | None) -> Glossary | None:
+        """The glossary a request's translations obey: the server's, with the request's own terms."""
+        try:
+            given = Glossary.of(terms) if terms else None
+        except NmtError as e:
+            raise ApiError(422, f"glossary: {e}") from None
+        return self.settings.glossary.updated(given) if self.settings.glossary else given
+
     async def translate(self, texts: list[str], options: Options, attention: bool = False,
-                        prefixes: list[str] | None = None) -> list[Result]:
+                        prefixes: list[str] | None = None, glossary: Glossary | None = None) -> list[Result]:
         assert self.queue is not None, "the queue starts with the app"
         try:
-            future = self.queue.submit(texts, options, attention, prefixes)
+            future = self.queue.submit(texts, options, attention, prefixes, glossary)
         except QueueFull:
             raise ApiError(503, "the server is busy; retry shortly", {"Retry-After": "1"}) from None
         return await asyncio.wrap_future(future)
@@ -213,7 +224,8 @@ def create_app(translator: Translator, settings: ServeSettings, info: dict[str, 
         """Translate `text` (a string) or `texts` (a list); optional `beam`, `nbest`, `attention`
         (source and output tokens with the weight matrix, output x source), `scores` (the mean
         token log-probability, the words and each word's), `align` (Pharaoh word alignment) and
-        `prefix` (what each output starts with: one string, or one per text)."""
+        `prefix` (what each output starts with: one string, or one per text) and `glossary`
+        ({"source term": "target term"}, added to the server's own)."""
         try:
             body = TranslateRequest.model_validate(await read_json(request, settings.max_body_bytes))
         except ValidationError as e:
@@ -223,7 +235,8 @@ def create_app(translator: Translator, settings: ServeSettings, info: dict[str, 
         texts = [body.text] if body.text is not None else list(body.texts or [])
         options = service.check(texts, body.beam, body.nbest)
         prefixes = service.prefixes(body.prefix, len(texts))
-        results = await service.translate(texts, options, body.attention or body.align, prefixes)
+        results = await service.translate(texts, options, body.attention or body.align, prefixes,
+                                          service.glossary(body.glossary))
         entries = [service.entry(t, r, body.nbest, body.scores, body.align, body.attention)
                    for t, r in zip(texts, results)]
         return {"translations": entries, "beam": options.beam}
@@ -241,7 +254,7 @@ def create_app(translator: Translator, settings: ServeSettings, info: dict[str, 
             raise ApiError(422, _first_error(e)) from None
         texts = [item.src for item in items]
         options = service.check(texts, None, 1)
-        results = await service.translate(texts, options)
+        results = await service.translate(texts, options, glossary=service.glossary(None))
         entries = [service.entry(t, r, 1) for t, r in zip(texts, results)]
         return [[{"src": e["src"], "tgt": e["tgt"], "n_best": 1, "pred_score": e["score"]} for e in entries]]
 

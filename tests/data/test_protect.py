@@ -15,6 +15,7 @@ from nmt.data.tokenizer import SubwordTokenizer
 from nmt.data.vocab import SPECIALS, Vocab
 from nmt.errors import ConfigError
 from nmt.evaluation.report import numbers_copied, numbers_invented
+from nmt.inference.constraints import sentence_rules
 from nmt.inference.search import beam_search, greedy
 from nmt.model import build_model
 
@@ -140,14 +141,14 @@ def test_search_writes_only_the_sentences_own_placeholders_once_each(search):
     model, counts = _eager_model(), [0, 1, 3]
     src = torch.tensor([[8 + 4, VOCAB.eos_id, 0], [9 + 4, 10 + 4, VOCAB.eos_id], [15, 16, VOCAB.eos_id]])
     lens, caps = torch.tensor([2, 3, 3]), torch.tensor([6, 6, 6])
-    free = greedy(model, src, lens, VOCAB.bos_id, VOCAB.eos_id, caps)[0]
+    free = [h.tokens for h in greedy(model, src, lens, VOCAB.bos_id, VOCAB.eos_id, caps)]
     assert all(o and o[0] == VOCAB.stoi["⦅N9⦆"] for o in free)  # what the rule has to prevent
-    rule = SpanRule(IDS, counts)
+    rules = [sentence_rules(SpanRule(IDS, counts), i) for i in range(len(counts))]
     if search == "greedy":
-        outputs = greedy(model, src, lens, VOCAB.bos_id, VOCAB.eos_id, caps, spans=rule)[0]
+        outputs = [h.tokens for h in greedy(model, src, lens, VOCAB.bos_id, VOCAB.eos_id, caps, rules)]
     else:
         outputs = [h[0].tokens for h in beam_search(model, src, lens, VOCAB.bos_id, VOCAB.eos_id, caps, 3,
-                                                    spans=rule)]
+                                                    rules=rules)]
     for output, count in zip(outputs, counts):
         written = [IDS[t] for t in output if t in IDS]
         assert sorted(written) == list(range(count)), (output, count)  # each of its own, once: it is eager

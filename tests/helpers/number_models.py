@@ -6,6 +6,7 @@ import torch
 from nmt.config import ModelConfig
 from nmt.data.protected_numbers import PLACEHOLDERS, SpanRule
 from nmt.data.vocab import SPECIALS, Vocab
+from nmt.inference.constraints import Rules, sentence_rules
 from nmt.model import build_model
 
 DIGITS = [str(d) for d in range(10)] + ["▁1", "1er"]
@@ -29,7 +30,12 @@ def biased_model(**bias: float):
 
 
 def strict(counts: list[int]) -> SpanRule:
-    return SpanRule(IDS, counts, DIGIT_IDS, EOS)
+    return SpanRule(IDS, counts, DIGIT_IDS, strict=True)
+
+
+def rules_of(spans: SpanRule, prefixes: list[list[int]] | None = None) -> list[Rules]:
+    """Each sentence's search rules under `spans` (and its prefix)."""
+    return [sentence_rules(spans, i, prefixes[i] if prefixes else ()) for i in range(len(spans.counts))]
 
 
 def sources(rows: int) -> tuple[torch.Tensor, torch.Tensor]:

@@ -16,11 +16,13 @@ from helpers.number_models import (
     WORDS,
     biased_model,
     placeholders_written,
+    rules_of,
     sources,
     strict,
 )
 
 from nmt.data.protected_numbers import PLACEHOLDERS, SpanRule
+from nmt.inference.constraints import Progress
 from nmt.inference.search import beam_search, greedy
 
 
@@ -29,9 +31,10 @@ def decode(model, counts, search, caps, nbest=1, prefixes=None, spans=None):
     src, lens = sources(len(counts))
     spans = spans or strict(counts)
     caps = torch.tensor(caps)
+    rules = rules_of(spans, prefixes)
     if search == "greedy":
-        return [[o] for o in greedy(model, src, lens, BOS, EOS, caps, spans=spans, prefixes=prefixes)[0]]
-    found = beam_search(model, src, lens, BOS, EOS, caps, 4, nbest=nbest, spans=spans, prefixes=prefixes)
+        return [[h.tokens] for h in greedy(model, src, lens, BOS, EOS, caps, rules)]
+    found = beam_search(model, src, lens, BOS, EOS, caps, 4, nbest=nbest, rules=rules)
     return [[h.tokens for h in hyps] for hyps in found]
 
 
@@ -39,7 +42,8 @@ def decode(model, counts, search, caps, nbest=1, prefixes=None, spans=None):
 def test_a_model_that_prefers_digits_writes_none_outside_placeholders(search):
     model, counts = biased_model(digits=30.0), [0, 2, 3]
     src, lens = sources(3)
-    loose = greedy(model, src, lens, BOS, EOS, torch.tensor([8, 8, 8]), spans=SpanRule(IDS, counts))[0]
+    loose = [h.tokens for h in greedy(model, src, lens, BOS, EOS, torch.tensor([8, 8, 8]),
+                                      rules_of(SpanRule(IDS, counts)))]
     assert all(any(t in DIGIT_IDS for t in o) for o in loose)  # what the rule has to prevent
     for outputs, count in zip(decode(model, counts, search, [8, 8, 8], nbest=3), counts):
         assert outputs
@@ -52,7 +56,8 @@ def test_a_model_that_prefers_digits_writes_none_outside_placeholders(search):
 def test_a_model_that_prefers_to_stop_still_places_every_placeholder(search):
     model, counts = biased_model(eos=40.0), [0, 1, 4]
     src, lens = sources(3)
-    loose = greedy(model, src, lens, BOS, EOS, torch.tensor([8, 8, 8]), spans=SpanRule(IDS, counts))[0]
+    loose = [h.tokens for h in greedy(model, src, lens, BOS, EOS, torch.tensor([8, 8, 8]),
+                                      rules_of(SpanRule(IDS, counts)))]
     assert loose == [[], [], []]  # unconstrained, it drops every number
     for outputs, count in zip(decode(model, counts, search, [8, 8, 8], nbest=3), counts):
         assert outputs
@@ -73,12 +78,14 @@ def test_nine_numbers_are_all_kept_even_past_a_short_length_cap(search):
 
 @pytest.mark.parametrize("search", ["greedy", "beam"])
 def test_a_placeholder_is_placed_before_the_cap_even_when_the_model_would_not(search):
-    """A model that never wants a placeholder writes the missing ones in its last tokens."""
+    """A model that never wants a placeholder writes the missing ones by the cap: greedy search in
+    its last tokens; beam search keeps a place for hypotheses that wrote them earlier (banks)."""
     model = biased_model(placeholders=-40.0, eos=-40.0)
     for outputs in decode(model, [2], search, [6], nbest=2):
         for output in outputs:
             assert len(output) <= 6 and placeholders_written(output) == [0, 1], output
-            assert output[-2:] == [t for t in output if t in IDS]  # at the end: as late as the cap allows
+            if search == "greedy":
+                assert output[-2:] == [t for t in output if t in IDS]  # at the end: as late as the cap allows
 
 
 @pytest.mark.parametrize("search", ["greedy", "beam"])
@@ -91,16 +98,23 @@ def test_a_prefix_with_digits_is_honoured(search):
             assert not DIGIT_IDS & set(output[3:]) and placeholders_written(output) == [0], output
 
 
-def test_the_rule_tells_what_it_refuses():
-    rule = strict([2])
+def test_the_rules_tell_what_they_force_and_refuse():
+    rules = rules_of(strict([2]))[0]
     n1, n2, n3 = (VOCAB.stoi[p] for p in PLACEHOLDERS[:3])
-    assert rule.blocks(0, VOCAB.stoi["7"], [], None) and rule.blocks(0, n3, [], None)
-    assert rule.missing(0, [n1]) == [n2] and rule.missing(0, [n2, n1]) == []  # <eos> now: n2 written first
-    assert rule.blocks(0, n1, [n1], None)  # once each
-    assert rule.blocks(0, WORDS[0], [n1], room=1) and not rule.blocks(0, n2, [n1], room=1)  # no room left
-    assert not rule.blocks(0, WORDS[0], [n1], room=2)
-    loose = SpanRule(IDS, [2])
-    assert not loose.blocks(0, VOCAB.stoi["7"], []) and not loose.blocks(0, EOS, [])
+    fresh = Progress()
+    step = rules.step(fresh, written=0, room=8, eos_id=EOS)
+    assert step.forced is None and {VOCAB.stoi["7"], n3, EOS} <= step.refused and step.owed == {n1, n2}
+    after_n1 = rules.advance(fresh, n1)
+    step = rules.step(after_n1, written=1, room=8, eos_id=EOS)
+    assert n1 in step.refused and step.owed == {n2}  # once each; <eos> still refused: n2 is owed
+    assert rules.step(after_n1, written=1, room=1, eos_id=EOS).forced == {n2}  # no room left for anything else
+    assert rules.step(after_n1, written=1, room=2, eos_id=EOS).forced is None
+    done = rules.advance(after_n1, n2)
+    assert EOS not in rules.step(done, written=2, room=8, eos_id=EOS).refused
+    assert rules.step(done, written=8, room=0, eos_id=EOS).forced == {EOS}  # at the cap it may only end
+    loose = rules_of(SpanRule(IDS, [2]))[0]
+    assert rules.bank(done) == 2 and not loose.terms
+    assert loose.step(fresh, written=0, room=8, eos_id=EOS).refused == frozenset(IDS) - {n1, n2}
 
 
 def engines(run) -> list[str]:

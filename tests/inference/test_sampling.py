@@ -5,34 +5,42 @@ under the same number rules and prefixes as search."""
 import pytest
 import torch
 from conftest import train_toy_model
-from helpers.number_models import BOS, DIGIT_IDS, EOS, WORDS, biased_model, placeholders_written, sources, strict
+from helpers.number_models import (
+    BOS,
+    DIGIT_IDS,
+    EOS,
+    WORDS,
+    biased_model,
+    placeholders_written,
+    rules_of,
+    sources,
+    strict,
+)
 from typer.testing import CliRunner
 
 import nmt
 from nmt.cli import app
 from nmt.errors import NmtError
-from nmt.inference.sampling import Sampling, draw_one, sample, truncated
+from nmt.inference.sampling import Sampling, draw_one, samples, truncated
 from nmt.inference.search import greedy
-from nmt.model.seq2seq import UNRANKED
 
 
 def draw(model, rows, sampling, spans=None, prefixes=None, cap=8):
+    """Each row's one sample: its tokens and their scores."""
     src, lens = sources(rows)
-    scores = []
-    outputs = sample(model, src, lens, BOS, EOS, torch.full((rows,), cap), sampling, scores=scores, spans=spans,
-                     prefixes=prefixes)
-    return outputs, scores
+    rules = rules_of(spans, prefixes) if spans is not None else None
+    drawn = [hyps[0] for hyps in samples(model, src, lens, BOS, EOS, torch.full((rows,), cap), 1, sampling, rules)]
+    return [h.tokens for h in drawn], [h.token_scores for h in drawn]
 
 
 def test_top_k_one_is_greedy_search():
     model = biased_model()
     src, lens = sources(6)
     for spans in (None, strict([0, 1, 2, 0, 3, 1])):
-        greedy_scores = []
-        expected = greedy(model, src, lens, BOS, EOS, torch.full((6,), 8), scores=greedy_scores, spans=spans)[0]
+        expected = greedy(model, src, lens, BOS, EOS, torch.full((6,), 8), rules_of(spans) if spans else None)
         outputs, scores = draw(model, 6, Sampling(top_k=1, seed=5), spans)
-        assert outputs == expected
-        assert [s for row in scores for s in row] == pytest.approx([s for row in greedy_scores for s in row])
+        assert outputs == [h.tokens for h in expected]
+        assert scores == [pytest.approx(h.token_scores) for h in expected]
 
 
 def test_a_seed_draws_the_same_samples_again_and_another_seed_others():
@@ -46,11 +54,10 @@ def test_with_no_cut_the_draws_follow_the_models_distribution():
     # one source must still come as often as the model's first step says (<eos> ~0.2, digits ~0.05)
     model = biased_model(eos=3.0, digits=1.5)
     src, lens = sources(1)
-    first_step = model.candidates(torch.tensor([BOS]), model.encode(src, lens), UNRANKED, None, EOS)[0].exp()[0]
+    first_step = model.candidates(torch.tensor([BOS]), model.encode(src, lens), None, None, EOS)[0].exp()[0]
     rows = 4000
-    outputs = sample(model, src.expand(rows, -1), lens.expand(rows), BOS, EOS, torch.ones(rows, dtype=torch.long),
-                     Sampling(seed=7))
-    counts = torch.bincount(torch.tensor([o[0] if o else EOS for o in outputs]), minlength=len(first_step))
+    (drawn,) = samples(model, src, lens, BOS, EOS, torch.ones(1, dtype=torch.long), rows, Sampling(seed=7))
+    counts = torch.bincount(torch.tensor([h.tokens[0] if h.tokens else EOS for h in drawn]), minlength=len(first_step))
     assert (counts / rows).tolist() == pytest.approx(first_step.tolist(), abs=0.02)
 
 

@@ -44,22 +44,19 @@ def _token_log_probs(model, src, src_len, tokens):
 def test_greedy_gives_each_tokens_log_probability(seed):
     model = _model(seed)
     src, lens, caps = _inputs(seed)
-    scores = []
-    outputs, _ = greedy(model, src, lens, BOS, EOS, caps, scores=scores)
-    for i, (output, steps) in enumerate(zip(outputs, scores)):
-        expected = _token_log_probs(model, src[i], int(lens[i]), output)
-        if len(output) == caps[i]:  # stopped at the cap: no <eos> was chosen
-            expected = expected[:-1]
-        assert steps == pytest.approx(expected, abs=1e-4)
+    for i, hyp in enumerate(greedy(model, src, lens, BOS, EOS, caps)):
+        # at its cap a hypothesis may only end: its <eos> is scored as the model scores it there too
+        assert hyp.token_scores == pytest.approx(_token_log_probs(model, src[i], int(lens[i]), hyp.tokens), abs=1e-4)
+        assert hyp.score == pytest.approx(sum(hyp.token_scores)) and len(hyp.tokens) <= caps[i]
 
 
 @pytest.mark.parametrize("seed", range(4))
 def test_beam_one_is_greedy(seed):
     model = _model(seed)
     src, lens, caps = _inputs(seed)
-    greedy_out, _ = greedy(model, src, lens, BOS, EOS, caps)
+    greedy_out = greedy(model, src, lens, BOS, EOS, caps)
     beam_out = beam_search(model, src, lens, BOS, EOS, caps, beam_size=1)
-    assert [h[0].tokens for h in beam_out] == greedy_out
+    assert [h[0] for h in beam_out] == greedy_out
 
 
 def test_scores_are_the_models_log_probs_and_grow_with_the_beam():
@@ -114,17 +111,17 @@ def test_nbest_is_sorted_and_distinct():
 @pytest.mark.parametrize("seed", range(5))
 def test_each_beams_2k_best_hold_the_sentences_2k_best(seed):
     """Beam search reads only each beam's 2k best tokens (what `Seq2Seq.candidates` returns): the
-    same continuations, scores and order as from every (beam, token) pair, forced <eos> included."""
-    from nmt.inference.search import _expand
+    same continuations, scores and order as from every (beam, token) pair."""
+    from nmt.inference.search import Beam
 
     g = torch.Generator().manual_seed(seed)
     n, k, vocab = 3, 4, 50
     scores = torch.randn(n, k, generator=g)
     scores[1, 3] = float("-inf")  # a dead beam
     log_probs = torch.randn(n * k, vocab, generator=g).log_softmax(-1)
-    forced = torch.tensor([False, False, True])
-    full = _expand(scores, *log_probs.topk(vocab), log_probs[:, EOS], forced, EOS, 2 * k)
-    top = _expand(scores, *log_probs.topk(2 * k), log_probs[:, EOS], forced, EOS, 2 * k)
-    for ours, reference in zip(top, full):
-        assert torch.equal(ours[:2], reference[:2])
-    assert torch.equal(top[0][2], full[0][2]) and torch.isinf(top[0][2][k:]).all()  # forced: k endings only
+
+    def proposed(top, ids):
+        return [[(s, beam, int(ids[i * k + beam, column])) for s, beam, column in found]
+                for i, found in enumerate(Beam(k).propose(scores, top))]
+
+    assert proposed(*log_probs.topk(2 * k)) == proposed(log_probs, torch.arange(vocab).expand(n * k, -1))

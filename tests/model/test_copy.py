@@ -112,7 +112,7 @@ def test_a_copying_model_writes_tokens_it_never_saw_as_targets():
         src, src_lens, _, _ = batch(unseen)
         caps = torch.full((len(unseen),), 3)
         with torch.inference_mode():
-            greedy_out, _ = greedy(model, src, src_lens, 1, 2, caps)
+            greedy_out = [h.tokens for h in greedy(model, src, src_lens, 1, 2, caps)]
             beam_out = [hyps[0].tokens for hyps in beam_search(model, src, src_lens, 1, 2, caps, beam_size=3)]
         wanted = [[x] for x in unseen]
         copied = sum(out == want for out, want in zip(greedy_out, wanted))

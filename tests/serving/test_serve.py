@@ -21,6 +21,7 @@ import httpx  # noqa: E402
 from conftest import REPO, train_toy_model  # noqa: E402
 from fastapi.testclient import TestClient  # noqa: E402
 
+from nmt.inference.glossary import Glossary, holds  # noqa: E402
 from nmt.inference.translator import Translator  # noqa: E402
 from nmt.model.checkpoint import load_model  # noqa: E402
 from nmt.serving.server import BatchingQueue, Options, ServeSettings, create_app, server_info  # noqa: E402
@@ -98,6 +99,23 @@ def test_scores_alignments_and_prefixes(client, translator):
     assert [m["tgt"] for m in mixed] == [translator.translate(SENTENCES[0], prefix="nous"),
                                         translator.translate(SENTENCES[1])]
     assert mixed[0]["tgt"].lower().startswith("nous")
+
+
+def test_glossaries_per_request_and_for_the_whole_server(client, translator, run):
+    plain = client.post("/translate", json={"texts": SENTENCES[:2]}).json()["translations"]
+    asked = client.post("/translate", json={"texts": SENTENCES[:2], "glossary": {"cat": "maison"}}).json()
+    assert "maison" not in plain[0]["tgt"] and holds(asked["translations"][0]["tgt"], "maison")
+    assert asked["translations"][0]["tgt"] == translator.translate(SENTENCES[0], glossary={"cat": "maison"})
+    assert asked["translations"][1]["tgt"] == plain[1]["tgt"]  # no term of its own: as without
+    bad = client.post("/translate", json={"text": SENTENCES[0], "glossary": {"cat": " "}})
+    assert bad.status_code == 422 and bad.json()["error"].startswith("glossary:"), bad.text
+    with make_client(translator, run, glossary=Glossary.parse(["cat\tmaison"])) as served:
+        served_term = served.post("/translate", json={"text": SENTENCES[0]}).json()["translations"][0]["tgt"]
+        assert holds(served_term, "maison")
+        own = served.post("/translate", json={"text": SENTENCES[0], "glossary": {"cat": "voiture"}}).json()
+        assert holds(own["translations"][0]["tgt"], "voiture")  # the request's term for a source wins
+        onmt = served.post("/translator/translate", json=[{"src": SENTENCES[0], "id": 1}]).json()
+        assert holds(onmt[0][0]["tgt"], "maison")
 
 
 def test_opennmt_py_clients_work_unchanged(client, translator):

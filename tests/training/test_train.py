@@ -29,8 +29,8 @@ def test_tiny_model_overfits_a_handful_of_pairs_exactly():
     losses = [train_step(model, [batch], optimizer, cfg, tv.pad_id)[0] for _ in range(150)]
     assert losses[-1] < 0.05 < losses[0]
     model.eval()
-    outputs, _ = greedy(model, batch.src, batch.src_lens, tv.bos_id, tv.eos_id, torch.full((8,), 12))
-    assert [" ".join(tv.decode(o)) for o in outputs] == [fr for _, fr in HANDFUL]
+    outputs = greedy(model, batch.src, batch.src_lens, tv.bos_id, tv.eos_id, torch.full((8,), 12))
+    assert [" ".join(tv.decode(o.tokens)) for o in outputs] == [fr for _, fr in HANDFUL]
 
 
 def _train(toy_zip, out_dir, **train_overrides):

@@ -1,0 +1,151 @@
+"""What a search may write next: every rule it obeys, said once.
+
+A sentence's `Rules` hold what its outputs must and may contain: a prefix (forced first), terms
+that must each appear whole somewhere (glossary terms; under decode.strict_numbers each of its
+number placeholders is a one-token term), tokens written at most once (its placeholders) and
+tokens never written (other sentences' placeholders; digits of the model's own when strict). Each
+hypothesis carries a `Progress` that `Rules.advance` moves on with every token it writes, and
+`Rules.step` turns it into the step's `Step`: the tokens it is forced to (or None) and those it is
+refused. Search applies a step as a mask over the model's log-probabilities, whatever then picks
+among them (greedy, beam or sampling), and ranks beams by `Rules.bank`.
+
+The length cap is a rule too: with `room` tokens left before it, a hypothesis that owes terms
+writes only what keeps them within reach once a token that broke off a term under way could leave
+too little room, and at the cap it may only end. It may not end (<eos>) while it owes a term.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from functools import cached_property
+
+import torch
+
+from nmt.data.protected_numbers import SpanRule
+
+
+@dataclass(frozen=True)
+class Progress:
+    """What a hypothesis has written of its sentence's rules (a new one has written nothing)."""
+    met: frozenset[int] = frozenset()  # terms written whole
+    begun: frozenset[tuple[int, int]] = frozenset()  # (term, pieces written) of terms under way
+    used: frozenset[int] = frozenset()  # once-only tokens written
+
+
+@dataclass(frozen=True)
+class Step:
+    forced: frozenset[int] | None  # the only tokens allowed, or None: any token not refused
+    refused: frozenset[int]
+    owed: frozenset[int]  # the tokens that would advance a term not yet written (<eos> is refused)
+
+
+@dataclass(frozen=True)
+class Rules:
+    prefix: tuple[int, ...] = ()
+    terms: tuple[tuple[int, ...], ...] = ()
+    once: frozenset[int] = frozenset()
+    refused: frozenset[int] = frozenset()
+
+    @property
+    def least_length(self) -> int:
+        """The fewest tokens an output obeying these rules can hold: the length cap's floor."""
+        return len(self.prefix) + sum(len(term) for term in self.terms)
+
+    def advance(self, progress: Progress, token: int) -> Progress:
+        """`progress` after writing `token`. A term under way that `token` does not continue starts over."""
+        if not self.terms and token not in self.once:
+            return progress
+        met, begun = set(progress.met), set()
+        under_way = progress.begun | {(term, 0) for term in range(len(self.terms)) if term not in progress.met}
+        for term, done in under_way:
+            if term not in met and self.terms[term][done] == token:
+                if done + 1 == len(self.terms[term]):
+                    met.add(term)
+                else:
+                    begun.add((term, done + 1))
+        used = progress.used | {token} if token in self.once else progress.used
+        return Progress(frozenset(met), frozenset((t, d) for t, d in begun if t not in met), used)
+
+    def needed(self, progress: Progress, credit: bool = True) -> int:
+        """Tokens enough to write every term not yet written, one after the other: their lengths, less
+        the pieces written of the furthest term under way (`credit`; without it, as if that were lost)."""
+        total = sum(len(t) for i, t in enumerate(self.terms) if i not in progress.met)
+        return total - max((done for _, done in progress.begun), default=0) if credit else total
+
+    def owed(self, progress: Progress) -> frozenset[int]:
+        """The tokens that would advance a term not yet written: its next piece, or a new start."""
+        starts = {t[0] for i, t in enumerate(self.terms) if i not in progress.met}
+        return frozenset(starts | {self.terms[term][done] for term, done in progress.begun})
+
+    def bank(self, progress: Progress) -> int:
+        """How many term pieces a hypothesis has written toward its terms: beam search keeps
+        hypotheses of every bank (dynamic beam allocation), so that those which have begun or met
+        terms are not all pushed out by those which have not."""
+        return sum(len(self.terms[t]) for t in progress.met) + sum(
+            max((d for t, d in progress.begun if t == term), default=0) for term in range(len(self.terms))
+            if term not in progress.met)
+
+    def step(self, progress: Progress, written: int, room: int, eos_id: int) -> Step | None:
+        """The step's rules for a hypothesis that has `written` tokens and `room` left before its cap
+        (None: nothing forced or refused, the common case, which costs search nothing)."""
+        if written < len(self.prefix):
+            return Step(frozenset({self.prefix[written]}), frozenset(), frozenset())
+        if room <= 0:
+            return Step(frozenset({eos_id}), frozenset(), frozenset())
+        owed = self.owed(progress) if len(progress.met) < len(self.terms) else frozenset()
+        if not owed and not progress.used:
+            return self._unconstrained
+        refused = self.refused | (self.once & progress.used)
+        if not owed:
+            return Step(None, refused, owed)
+        forced = None
+        if room - 1 < self.needed(progress, credit=False):  # a token that broke a term off might not leave room
+            forced = frozenset(t for t in owed if self.needed(self.advance(progress, t)) <= room - 1) or owed
+        return Step(forced, refused | {eos_id}, owed)
+
+
+    @cached_property
+    def _unconstrained(self) -> Step | None:
+        """The step of a hypothesis that owes nothing and has used nothing: one object, made once."""
+        return Step(None, self.refused, frozenset()) if self.refused else None
+
+
+NO_RULES = Rules()
+
+
+def allowed(ids: torch.Tensor, steps: list[Step | None]) -> torch.Tensor | None:
+    """Which of each row's candidate tokens `ids` (rows, c) its step allows (None: all of every row).
+    Rows refused the same tokens are masked together: under the number rules that is nearly all."""
+    if all(step is None for step in steps):
+        return None
+    mask = torch.ones_like(ids, dtype=torch.bool)
+    by_refused: dict[frozenset[int], list[int]] = {}
+    for row, step in enumerate(steps):
+        if step is None:
+            continue
+        if step.forced is not None:
+            mask[row] = torch.isin(ids[row], _tensor(step.forced, ids.device))
+        elif step.refused:
+            by_refused.setdefault(step.refused, []).append(row)
+    for refused, rows in by_refused.items():
+        index = torch.tensor(rows, device=ids.device)
+        mask[index] = ~torch.isin(ids[index], _tensor(refused, ids.device))
+    return mask
+
+
+def _tensor(tokens: Iterable[int], device: torch.device) -> torch.Tensor:
+    return torch.tensor(sorted(tokens), dtype=torch.long, device=device)
+
+
+def sentence_rules(spans: SpanRule | None, sentence: int, prefix: Sequence[int] = (),
+                   terms: Sequence[Sequence[int]] = ()) -> Rules:
+    """One sentence's rules: its prefix, its glossary terms (target ids) and its numbers: its own
+    placeholders at most once (strict: each a term it must write, and no digit of its own), no
+    other sentence's."""
+    own = spans.own(sentence) if spans is not None else []
+    placeholders = [(t,) for t in own] if spans is not None and spans.strict else []
+    refused = frozenset(spans.ids).difference(own) | spans.digits if spans is not None else frozenset()
+    if not (prefix or terms or own or refused):
+        return NO_RULES
+    return Rules(tuple(prefix), tuple(tuple(t) for t in terms) + tuple(placeholders), frozenset(own), refused)

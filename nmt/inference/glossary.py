@@ -1,0 +1,104 @@
+"""A glossary: source terms whose translations must contain a given target term ("cold" -> "rhume").
+
+A file holds one entry a line, the source term and the target term separated by a tab. A source
+term matches whole words, ignoring case (`Cold`, `COLD`), with any run of spaces between its
+words; where terms overlap, the longest match wins, and matches are read left to right without
+overlapping. The target term is written exactly as listed: a term whose translation inflects
+(froid, froide, froids) is the user's to list in the form the sentence needs. Search then writes
+every matched term (`nmt.inference.constraints`).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from functools import cached_property
+from pathlib import Path
+
+from nmt.errors import NmtError
+
+
+@dataclass(frozen=True)
+class Glossary:
+    entries: tuple[tuple[str, str], ...]  # (source term, target term)
+
+    @classmethod
+    def of(cls, given: Glossary | Mapping[str, str] | str | Path | None) -> Glossary | None:
+        """A glossary from a Glossary, a {source: target} mapping or a file's path (None: none)."""
+        if given is None or isinstance(given, Glossary):
+            return given
+        if isinstance(given, Mapping):
+            return cls.parse(f"{s}\t{t}" for s, t in given.items())
+        return cls.read(given)
+
+    @classmethod
+    def read(cls, path: str | Path) -> Glossary:
+        path = Path(path)
+        if not path.is_file():
+            raise NmtError(f"glossary {path} not found: give a file of source term<TAB>target term lines")
+        return cls.parse(path.read_text(encoding="utf-8").splitlines(), str(path))
+
+    @classmethod
+    def parse(cls, lines: Iterable[str], where: str = "glossary") -> Glossary:
+        entries, seen = [], set()
+        for number, line in enumerate(lines, 1):
+            if not line.strip():
+                continue
+            columns = line.split("\t")
+            if len(columns) != 2:
+                raise NmtError(f"{where} line {number}: {len(columns)} tab-separated columns; "
+                               "write one source term<TAB>target term a line")
+            source, target = (" ".join(c.split()) for c in columns)
+            if not source or not target:
+                raise NmtError(f"{where} line {number}: an empty {'source' if not source else 'target'} term")
+            if source.casefold() in seen:
+                raise NmtError(f"{where} line {number}: '{source}' is listed twice; keep one target for it")
+            seen.add(source.casefold())
+            entries.append((source, target))
+        return cls(tuple(entries))
+
+    def updated(self, other: Glossary | None) -> Glossary:
+        """This glossary with `other`'s entries added, `other`'s target winning for a source in both."""
+        if other is None:
+            return self
+        replaced = {s.casefold() for s, _ in other.entries}
+        return Glossary(tuple(e for e in self.entries if e[0].casefold() not in replaced) + other.entries)
+
+    def terms(self, text: str) -> list[str]:
+        """The target terms of the entries whose source term occurs in `text`, in their order there
+        (each once)."""
+        if not self.entries:
+            return []
+        found = []
+        for match in self._pattern.finditer(text):
+            term = self._targets[" ".join(match.group(1).split()).casefold()]
+            if term not in found:
+                found.append(term)
+        return found
+
+    @cached_property
+    def _pattern(self) -> re.Pattern[str]:
+        sources = sorted((s for s, _ in self.entries), key=len, reverse=True)  # the longest first
+        alternatives = "|".join(r"\s+".join(map(re.escape, s.split())) for s in sources)
+        return re.compile(rf"(?<!\w)({alternatives})(?!\w)", re.IGNORECASE)
+
+    @cached_property
+    def _targets(self) -> dict[str, str]:
+        return {s.casefold(): t for s, t in self.entries}
+
+
+def holds(text: str, term: str, ignore_case: bool = False) -> bool:
+    """Whether `text` holds `term` as whole words (what a glossary's term use counts)."""
+    pattern = r"(?<!\w)" + r"\s+".join(map(re.escape, term.split())) + r"(?!\w)"
+    return re.search(pattern, text, re.IGNORECASE if ignore_case else 0) is not None
+
+
+def term_use(glossary: Glossary, sources: Sequence[str], outputs: Sequence[str]) -> tuple[int, int]:
+    """How many terms the sources match, and how many of those their outputs hold as listed."""
+    asked = used = 0
+    for source, output in zip(sources, outputs):
+        for term in glossary.terms(source):
+            asked += 1
+            used += holds(output, term)
+    return asked, used

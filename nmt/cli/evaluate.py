@@ -62,7 +62,7 @@ def eval_cmd(
     from nmt.inference.glossary import Glossary
 
     setup_logging()
-    terms = Glossary.read(glossary) if glossary else None
+    terms = Glossary.of(glossary)
     spec = TestSpec(split, data, test, src, list(ref or []), testset, langpair)
     strict = False if loose_numbers else None
     for line in evaluate(list(checkpoints or []), spec, bleu, device, beam, engine, out, strict, terms):

@@ -41,7 +41,7 @@ def serve(
     from nmt.serving.server import ServeSettings, run_server
 
     setup_logging()
-    terms = Glossary.read(glossary) if glossary else None
+    terms = Glossary.of(glossary)
     settings = ServeSettings(beam=beam, max_beam=max_beam, max_texts=max_texts, max_chars=max_chars,
                              max_body_bytes=max_body_kb * 1024, max_batch=max_batch, max_wait_ms=max_wait_ms,
                              queue_size=queue_size, glossary=terms)

@@ -49,7 +49,7 @@ def translate(text: TextArg = None, input_: InputOpt = None, checkpoint: Checkpo
     from nmt.inference.translator import Translator
 
     setup_logging()
-    terms = Glossary.read(glossary) if glossary else None  # a bad file fails before the model loads
+    terms = Glossary.of(glossary)  # a bad file fails before the model loads
     if text and input_:
         raise NmtError("give sentences as arguments or --input FILE, not both")
     if text and any(not t.strip() for t in text):

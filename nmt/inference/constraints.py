@@ -104,7 +104,6 @@ class Rules:
             forced = frozenset(t for t in owed if self.needed(self.advance(progress, t)) <= room - 1) or owed
         return Step(forced, refused | {eos_id}, owed)
 
-
     @cached_property
     def _unconstrained(self) -> Step | None:
         """The step of a hypothesis that owes nothing and has used nothing: one object, made once."""
@@ -125,16 +124,17 @@ def allowed(ids: torch.Tensor, steps: list[Step | None]) -> torch.Tensor | None:
         if step is None:
             continue
         if step.forced is not None:
-            mask[row] = torch.isin(ids[row], _tensor(step.forced, ids.device))
+            mask[row] = torch.isin(ids[row], token_tensor(step.forced, ids.device))
         elif step.refused:
             by_refused.setdefault(step.refused, []).append(row)
     for refused, rows in by_refused.items():
         index = torch.tensor(rows, device=ids.device)
-        mask[index] = ~torch.isin(ids[index], _tensor(refused, ids.device))
+        mask[index] = ~torch.isin(ids[index], token_tensor(refused, ids.device))
     return mask
 
 
-def _tensor(tokens: Iterable[int], device: torch.device) -> torch.Tensor:
+def token_tensor(tokens: Iterable[int], device: torch.device) -> torch.Tensor:
+    """A set of token ids as a tensor (sorted, so the same set gives the same tensor)."""
     return torch.tensor(sorted(tokens), dtype=torch.long, device=device)
 
 

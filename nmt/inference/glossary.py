@@ -80,18 +80,27 @@ class Glossary:
     @cached_property
     def _pattern(self) -> re.Pattern[str]:
         sources = sorted((s for s, _ in self.entries), key=len, reverse=True)  # the longest first
-        alternatives = "|".join(r"\s+".join(map(re.escape, s.split())) for s in sources)
-        return re.compile(rf"(?<!\w)({alternatives})(?!\w)", re.IGNORECASE)
+        return re.compile(_whole_words("|".join(map(_spaced, sources))), re.IGNORECASE)
 
     @cached_property
     def _targets(self) -> dict[str, str]:
         return {s.casefold(): t for s, t in self.entries}
 
 
+def _spaced(term: str) -> str:
+    """A regular expression of `term`'s words with any run of spaces between them."""
+    return r"\s+".join(map(re.escape, term.split()))
+
+
+def _whole_words(alternatives: str) -> str:
+    """`alternatives` matched only as whole words, the match as group 1."""
+    return rf"(?<!\w)({alternatives})(?!\w)"
+
+
 def holds(text: str, term: str, ignore_case: bool = False) -> bool:
-    """Whether `text` holds `term` as whole words (what a glossary's term use counts)."""
-    pattern = r"(?<!\w)" + r"\s+".join(map(re.escape, term.split())) + r"(?!\w)"
-    return re.search(pattern, text, re.IGNORECASE if ignore_case else 0) is not None
+    """Whether `text` holds `term` as whole words (what a glossary's term use counts), by the rule
+    source terms match by."""
+    return re.search(_whole_words(_spaced(term)), text, re.IGNORECASE if ignore_case else 0) is not None
 
 
 def term_use(glossary: Glossary, sources: Sequence[str], outputs: Sequence[str]) -> tuple[int, int]:

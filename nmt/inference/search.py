@@ -17,7 +17,7 @@ from typing import Protocol
 
 import torch
 
-from nmt.inference.constraints import NO_RULES, Progress, Rules, Step, allowed
+from nmt.inference.constraints import NO_RULES, Progress, Rules, Step, allowed, token_tensor
 from nmt.model import Seq2Seq
 
 Candidate = tuple[float, int, int]  # (the score the policy ranks by, beam within its sentence, column)
@@ -171,7 +171,7 @@ def _ending_as_owed(chosen: torch.Tensor, ids: torch.Tensor, eos: torch.Tensor, 
     hypothesis about to stop writes what it owes instead (its score stays its own)."""
     chosen = chosen.clone()
     for row, step in owing:
-        owed = torch.isin(ids[row], torch.tensor(sorted(step.owed), device=ids.device))
+        owed = torch.isin(ids[row], token_tensor(step.owed, ids.device))
         best = chosen[row].masked_fill(~owed, float("-inf")).argmax()
         chosen[row, best] = torch.maximum(chosen[row, best], eos[row])
     return chosen

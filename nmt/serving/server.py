@@ -149,7 +149,7 @@ class Service:
     def glossary(self, terms: dict[str, str] | None) -> Glossary | None:
         """The glossary a request's translations obey: the server's, with the request's own terms."""
         try:
-            given = Glossary.of(terms) if terms else None
+            given = Glossary.of(terms or None)  # {} asks for nothing
         except NmtError as e:
             raise ApiError(422, f"glossary: {e}") from None
         return self.settings.glossary.updated(given) if self.settings.glossary else given

@@ -1,4 +1,5 @@
-"""From token lists to padded tensors: length filtering, bucketing by length, batches."""
+"""From token lists to padded tensors: length filtering, batches, and the training pairs on disk
+(the order an epoch batches them in is `nmt.data.epoch_order`'s)."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ import numpy as np
 import torch
 
 from nmt.data.corpus import Pair
+from nmt.data.epoch_order import bucket_batches
 from nmt.data.indexed import IndexedArray
 from nmt.data.tokenizer import Tokenizer
 from nmt.data.vocab import Vocab
@@ -96,7 +98,6 @@ def collate(examples: Sequence[Example], pad_id: int, bos_id: int) -> Batch:
     )
 
 
-WINDOW = 1 << 20  # examples sorted by length together: the whole of a corpus up to a million pairs
 CHUNK = 1 << 18  # pairs whose lengths are read at once
 
 
@@ -104,61 +105,6 @@ def lengths(examples: Sequence[Example]) -> tuple[np.ndarray, np.ndarray]:
     """The source and target lengths (with <eos>) of in-memory examples, for `bucket_batches`."""
     return (np.array([len(ex.src) for ex in examples], dtype=np.int32),
             np.array([len(ex.tgt) for ex in examples], dtype=np.int32))
-
-
-def bucket_batches(src_lens: np.ndarray, tgt_lens: np.ndarray, batch_size: int, rng: np.random.Generator | None,
-                   batch_tokens: int = 0) -> list[np.ndarray]:
-    """Index arrays of examples of similar lengths, so batches carry little padding: `batch_size`
-    examples each, or with `batch_tokens`, as many as fit that many padded target tokens
-    (rows x longest target), as Joey NMT's and fairseq's token batches do.
-
-    With `rng`, a permutation of all examples (a global shuffle) is cut into windows of `WINDOW`,
-    each sorted by length (stable: equal lengths keep the shuffle) and cut into batches, and the
-    batch order is shuffled; without it the order is fixed. Only index arrays are made, so a
-    corpus of millions of pairs costs a few bytes a pair.
-    """
-    n, widest = len(src_lens), int(tgt_lens.max(initial=0)) + 1
-    order = np.arange(n, dtype=np.int32)  # int32 and shuffled in place: 4 bytes a pair
-    if rng is not None:
-        rng.shuffle(order)
-    batches: list[np.ndarray] = []
-    for start in range(0, n, WINDOW):
-        window = order[start: start + WINDOW]
-        key = src_lens[window].astype(np.int64) * widest + tgt_lens[window]
-        window = window[np.argsort(key, kind="stable")]
-        if batch_tokens:
-            batches.extend(token_batches(window, tgt_lens, batch_tokens))
-        else:
-            batches.extend(window[i: i + batch_size] for i in range(0, len(window), batch_size))
-    if rng is not None:
-        batches = [batches[i] for i in rng.permutation(len(batches))]
-    return batches
-
-
-def token_batches(order: np.ndarray, tgt_lens: np.ndarray, batch_tokens: int) -> list[np.ndarray]:
-    """Cut `order` into runs whose rows x longest target stays within `batch_tokens` (at least one
-    row), greedily, as one would example by example; but a run of equal target lengths (a sorted
-    window holds few distinct lengths) is taken in one step, so the cost is per batch."""
-    lens = tgt_lens[order]
-    edges = [0, *(np.flatnonzero(np.diff(lens)) + 1).tolist(), len(order)]
-    batches, start, count, longest = [], 0, 0, 0
-    for run_start, run_end in zip(edges[:-1], edges[1:]):
-        length, pos = int(lens[run_start]), run_start
-        while pos < run_end:
-            widest = max(longest, length)
-            room = max(1, batch_tokens // length) if count == 0 else batch_tokens // widest - count
-            if room <= 0:  # not one more row fits: close the batch
-                batches.append(order[start:pos])
-                start, count, longest = pos, 0, 0
-                continue
-            take = min(room, run_end - pos)
-            pos, count, longest = pos + take, count + take, widest
-            if pos < run_end:  # the rest of the run does not fit
-                batches.append(order[start:pos])
-                start, count, longest = pos, 0, 0
-    if count:
-        batches.append(order[start:])
-    return batches
 
 
 def iterate_batches(examples: Sequence[Example], batch_size: int, pad_id: int, bos_id: int) -> Iterator[Batch]:
@@ -169,34 +115,36 @@ def iterate_batches(examples: Sequence[Example], batch_size: int, pad_id: int, b
 
 @dataclass
 class TrainingSet:
-    """The training pairs within data.max_len, read from the prepared id stores when a batch asks:
-    in memory are only their lengths and positions, a few bytes a pair."""
+    """The training pairs, read from the prepared id stores when a batch asks: in memory are only
+    their lengths, two bytes a pair under a data.max_len of 256 (and the epoch's order is computed a
+    window at a time: `nmt.data.epoch_order`)."""
     src: IndexedArray  # ids without <eos>, one sequence a training pair of the split
     tgt: IndexedArray
-    kept: np.ndarray  # (pairs within max_len,) int32: their indices in the stores
-    src_lens: np.ndarray  # (len(kept),) lengths with <eos>, uint16
+    src_lens: np.ndarray  # (pairs,) lengths with <eos>; 0 (both sides) where a side is longer than data.max_len
     tgt_lens: np.ndarray
     eos_id: int
 
     @classmethod
     def from_stores(cls, src: IndexedArray, tgt: IndexedArray, max_len: int, eos_id: int) -> TrainingSet:
-        # Read in chunks into arrays of the final size: memory stays at 8 bytes a pair.
-        n, lens_type = len(src), np.uint16 if max_len < 1 << 16 else np.int32
-        kept, src_lens, tgt_lens = np.empty(n, np.int32), np.empty(n, lens_type), np.empty(n, lens_type)
-        count = 0
-        for start in range(0, n, CHUNK):
+        n = len(src)
+        lens_type = np.uint8 if max_len < 1 << 8 else np.uint16 if max_len < 1 << 16 else np.int32
+        src_lens, tgt_lens = np.empty(n, lens_type), np.empty(n, lens_type)
+        for start in range(0, n, CHUNK):  # read in chunks into arrays of the final size
             src_chunk, tgt_chunk = src.sizes(start, CHUNK) + 1, tgt.sizes(start, CHUNK) + 1  # with <eos>
-            within = np.flatnonzero((src_chunk <= max_len) & (tgt_chunk <= max_len))
-            end = count + len(within)
-            kept[count:end], src_lens[count:end], tgt_lens[count:end] = within + start, src_chunk[within], \
-                tgt_chunk[within]
-            count = end
-        return cls(src, tgt, kept[:count], src_lens[:count], tgt_lens[:count], eos_id)
+            fits = (src_chunk <= max_len) & (tgt_chunk <= max_len)
+            end = start + len(src_chunk)
+            src_lens[start:end], tgt_lens[start:end] = np.where(fits, src_chunk, 0), np.where(fits, tgt_chunk, 0)
+        return cls(src, tgt, src_lens, tgt_lens, eos_id)
 
     def __len__(self) -> int:
-        return len(self.kept)
+        """Rows: every pair of the split, trained or not."""
+        return len(self.src_lens)
+
+    def fitting(self) -> int:
+        """The pairs within data.max_len: those an epoch trains on."""
+        return int(np.count_nonzero(self.src_lens))
 
     def examples(self, rows: Sequence[int] | np.ndarray) -> list[Example]:
-        """The examples at `rows` (positions among the kept pairs), ids + <eos>."""
+        """The examples at `rows`, ids + <eos>."""
         eos = [self.eos_id]
-        return [Example(self.src[i].tolist() + eos, self.tgt[i].tolist() + eos) for i in self.kept[rows].tolist()]
+        return [Example(self.src[i].tolist() + eos, self.tgt[i].tolist() + eos) for i in np.asarray(rows).tolist()]

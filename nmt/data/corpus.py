@@ -232,6 +232,22 @@ def split_of(src_key: str) -> str:
     return "test" if bucket in (0, 1) else "valid" if bucket == 2 else "train"
 
 
+HELD_OUT_MAX = 5_000  # pairs, about, an md5 split (valid, test) keeps at most: the rest of a large corpus trains
+
+
+def held_out_stride(pairs: int) -> int:
+    """Every how-many-th source (by its hash) of an md5 held-out split of `pairs` pairs stays held
+    out: all of them up to HELD_OUT_MAX pairs; beyond, about HELD_OUT_MAX pairs stay and the others
+    train, so a corpus of 36 million pairs validates and tests on thousands, as WMT's sets do."""
+    return max(1, -(-pairs // HELD_OUT_MAX))
+
+
+def stays_held_out(src_text: str, stride: int) -> bool:
+    """Whether a held-out pair stays in a split thinned to every `stride`-th source: all the
+    translations of a source together, by hash digits `PreparedCorpus.pairs`'s subset does not read."""
+    return stride == 1 or source_hash(TOKENIZER.preprocess(src_text)) // 10_000 % stride == 0
+
+
 @dataclass
 class Splits:
     train: list[Pair]
@@ -327,6 +343,12 @@ def load_splits(path: Path, num_pairs: int | None = None, cfg: DataConfig | None
     splits, counter = Splits([], [], []), SplitCounter(path)
     for split, pair in split_pairs(PairReader(path, cfg), cfg, counter, Overlap(), num_pairs):
         getattr(splits, split).append(pair)
+    for split in ("valid", "test"):
+        pairs = getattr(splits, split)
+        if split not in held_out_files(cfg) and (stride := held_out_stride(len(pairs))) > 1:
+            stays = [stays_held_out(pair.raw[0], stride) for pair in pairs]
+            setattr(splits, split, [pair for pair, kept in zip(pairs, stays) if kept])
+            splits.train.extend(pair for pair, kept in zip(pairs, stays) if not kept)
     counter.finish(len(splits.train))
     splits.skipped = counter.skipped
     return splits

@@ -39,9 +39,10 @@ class CorpusMix:
         self.parts = list(parts)
         sizes = [len(p.pairs) for p in self.parts]
         self.starts = np.cumsum([0, *sizes])
-        # int32 lengths (a tag adds one to its corpus's sources): 8 bytes a pair, as bucketing needs them.
+        # int32 lengths (a tag adds one to its corpus's sources; 0, too long, stays 0), as batching needs them.
         tagged = np.concatenate([np.full(n, p.tag_id is not None, np.int32) for p, n in zip(self.parts, sizes)])
-        self.src_lens = np.concatenate([p.pairs.src_lens for p in self.parts]).astype(np.int32) + tagged
+        self.src_lens = np.concatenate([p.pairs.src_lens for p in self.parts]).astype(np.int32)
+        self.src_lens += tagged * (self.src_lens > 0)
         self.tgt_lens = np.concatenate([p.pairs.tgt_lens for p in self.parts]).astype(np.int32)
 
     def __len__(self) -> int:

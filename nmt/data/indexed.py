@@ -1,7 +1,12 @@
-"""Sequences on disk: one flat `.bin` of values and an `.idx` of sizes and offsets, read through
-numpy.memmap (fairseq's MMapIndexedDataset, without its wrappers), so a corpus of millions of
-sentences costs the page cache, not the heap. Token ids take uint16 where the vocabulary fits;
-the raw text of a split is the same structure over UTF-8 bytes.
+"""Sequences on disk: one flat `.bin` of values and an `.idx` of sizes and offsets (fairseq's
+MMapIndexedDataset's layout, without its wrappers), so a corpus of millions of sentences costs
+the page cache, not the heap. Token ids take uint16 where the vocabulary fits; the raw text of a
+split is the same structure over UTF-8 bytes.
+
+Sequences are read with pread, not through a memory map: a mapped page counts in the process's
+resident memory, and the kernel maps 64 KB around each random read (fault-around), so a run
+over 36 million pairs would show GBs of the stores as its own within minutes. Read, the pages
+stay in the page cache, shared and reclaimable, and the process holds only what it asked for.
 
 `.idx`: the magic bytes, the format version, a dtype code and the count, each 8 bytes, then
 int32 sizes (count) and int64 offsets (count + 1) into `.bin`, in values.
@@ -10,6 +15,7 @@ int32 sizes (count) and int64 offsets (count + 1) into `.bin`, in values.
 from __future__ import annotations
 
 import hashlib
+import os
 from array import array
 from collections.abc import Iterable, Sequence
 from pathlib import Path
@@ -51,6 +57,11 @@ class IndexedWriter:
         self.sizes.extend(sizes)
 
     def add(self, values: Sequence[int] | bytes) -> None:
+        if isinstance(values, bytes) and self.dtype == np.uint8:  # a text store: a line at a time, kept cheap
+            self.bin.write(values)
+            self.bin_hash.update(values)
+            self.sizes.append(len(values))
+            return
         self.add_array(np.frombuffer(values, np.uint8) if isinstance(values, bytes) else np.asarray(values),
                        [len(values)])
 
@@ -67,39 +78,57 @@ class IndexedWriter:
 
 
 class IndexedArray:
-    """PREFIX.bin and PREFIX.idx mapped read-only: `array[i]` is sequence i (a view, no copy)."""
+    """PREFIX.bin and PREFIX.idx, read on demand: `array[i]` is sequence i, `array.run(a, b)`
+    sequences a to b - 1 in two reads."""
 
     def __init__(self, prefix: Path):
         idx = _file(prefix, ".idx")
-        head = idx.read_bytes()[:HEADER_BYTES]
+        with open(idx, "rb") as f:  # the header alone: the sizes and offsets after it can be GBs
+            head = f.read(HEADER_BYTES)
         if len(head) < HEADER_BYTES or head[:8] != MAGIC:
             raise ValueError(f"{idx} is not an nmt index file")
         version, code, count = np.frombuffer(head[8:], dtype="<u8").tolist()
         if version != VERSION or code not in DTYPES:
             raise ValueError(f"{idx}: index format {version}, dtype {code} is not this version's")
-        self.idx, self.count = idx, count
-        self.offsets = np.memmap(idx, dtype="<i8", mode="r", offset=HEADER_BYTES + 4 * count, shape=(count + 1,))
-        self.dtype = np.dtype(DTYPES[code])
-        total = int(self.offsets[-1]) if count else 0
-        # An empty .bin cannot be mapped: it has nothing to give anyway.
-        self.data = (np.memmap(_file(prefix, ".bin"), dtype=self.dtype, mode="r", shape=(total,)) if total
-                     else np.zeros(0, self.dtype))
+        self.idx, self.count, self.dtype = idx, count, np.dtype(DTYPES[code])
+        self.offsets_at = HEADER_BYTES + 4 * count  # where the offsets start in the .idx
+        # Unbuffered files, read at positions: shared safely by forked processes (pread has no seek).
+        self.idx_file, self.bin_file = open(idx, "rb", buffering=0), open(_file(prefix, ".bin"), "rb", buffering=0)
 
     def __len__(self) -> int:
         return self.count
 
     def sizes(self, start: int = 0, count: int | None = None) -> np.ndarray:
-        """The sizes of `count` sequences from `start` (all by default), read into memory (not
-        mapped: their pages need not stay resident)."""
+        """The sizes of `count` sequences from `start` (all by default)."""
         count = self.count - start if count is None else max(0, min(count, self.count - start))
         return np.fromfile(self.idx, dtype="<i4", count=count, offset=HEADER_BYTES + 4 * start)
 
+    def run(self, start: int, stop: int) -> list[np.ndarray]:
+        """Sequences start to stop - 1: their offsets in one read, their values in another."""
+        if not 0 <= start <= stop <= self.count:
+            raise IndexError(f"sequences {start}:{stop} of {self.count} in {self.idx}")
+        if stop == start:
+            return []
+        offsets = np.frombuffer(os.pread(self.idx_file.fileno(), 8 * (stop - start + 1), self.offsets_at + 8 * start),
+                                "<i8").tolist()
+        first, size = offsets[0], self.dtype.itemsize
+        values = np.frombuffer(os.pread(self.bin_file.fileno(), (offsets[-1] - first) * size, first * size), self.dtype)
+        return [values[a - first: b - first] for a, b in zip(offsets[:-1], offsets[1:])]
+
     def __getitem__(self, i: int) -> np.ndarray:
-        return self.data[self.offsets[i]: self.offsets[i + 1]]
+        i = i + self.count if i < 0 else i
+        return self.run(i, i + 1)[0]
+
+    def __del__(self) -> None:
+        for file in (getattr(self, "idx_file", None), getattr(self, "bin_file", None)):
+            if file is not None:
+                file.close()
 
     def text(self, i: int) -> str:
         """Sequence i of a text store, decoded."""
         return self[i].tobytes().decode("utf-8")
 
     def texts(self, indices: Iterable[int]) -> list[str]:
+        if isinstance(indices, range) and indices.step == 1:  # a chunk of the store: two reads in all
+            return [x.tobytes().decode("utf-8") for x in self.run(indices.start, indices.stop)]
         return [self.text(int(i)) for i in indices]

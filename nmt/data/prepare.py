@@ -6,14 +6,13 @@ byte store) and counts words; SentencePiece learns from a seeded sample of the t
 the texts are encoded in chunks by a process pool into one flat id file per split and side. All
 of it is written into a temporary folder that is renamed into place with the manifest last, so
 an interrupted prepare leaves nothing that looks complete. The folder is trusted while the
-manifest's format, corpus fingerprint, data config and file checks hold (`stale_reason`).
+manifest's format, corpus fingerprint, data config and file checks hold (`nmt.data.manifest`).
 """
 
 from __future__ import annotations
 
 import contextlib
 import fcntl
-import hashlib
 import itertools
 import json
 import logging
@@ -21,163 +20,28 @@ import multiprocessing
 import os
 import shutil
 import time
-import zipfile
 from collections import Counter
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from nmt.config import DataConfig
-from nmt.data.corpus import Overlap, PairReader, SplitCounter, held_out_files, language_files, split_pairs
+from nmt.data.corpus import (HELD_OUT_MAX, Overlap, PairReader, SplitCounter, held_out_files, held_out_stride,
+                             split_pair, split_pairs, stays_held_out)
 from nmt.data.indexed import IndexedArray, IndexedWriter, ids_dtype
-from nmt.data.tokenizer import SubwordTokenizer, Tokenizer, WordTokenizer
+from nmt.data.manifest import (FORMAT, MANIFEST, corpus_name, file_sha256, file_stat, fingerprint, prepared_path,
+                               shaping_config, stale_reason, vocab_key)
+from nmt.data.tokenizer import SAMPLE_SEED, SubwordTokenizer, Tokenizer, WordTokenizer
 from nmt.data.vocab import Vocab
 from nmt.progress_bar import Meter
 
 logger = logging.getLogger(__name__)
 
-FORMAT = 1  # raise when the files or their meaning change: older folders are then rebuilt
-MANIFEST = "manifest.json"
-SPLITS, SIDES = ("train", "valid", "test"), ("src", "tgt")
-# The data config keys that shape the prepared files (not max_len: pairs are filtered when read).
-SHAPING = ("src_lang", "tgt_lang", "reverse", "num_pairs", "min_freq", "tokenizer", "vocab_size", "subword_type",
-           "joint_vocab", "split_digits", "subword_sample")
 CHUNK = 20_000  # sentences a pool task encodes
 POOL_FROM = 100_000  # sentences in a split: below, one process encodes faster than a pool starts
-
-
-def shaping_config(cfg: DataConfig) -> dict[str, Any]:
-    shaping = {key: getattr(cfg, key) for key in SHAPING}
-    held_out = held_out_files(cfg)
-    if held_out:  # only then, so that folders prepared before these keys existed stay valid
-        shaping.update({split: str(path.resolve()) for split, path in held_out.items()},
-                       drop_overlap=cfg.drop_overlap)
-    if cfg.protect:  # likewise
-        shaping["protect"] = True
-    if cfg.tags():  # likewise: the source model reserves them
-        shaping["tags"] = cfg.tags()
-    return shaping
-
-
-def corpus_files(corpus: Path, cfg: DataConfig) -> list[Path]:
-    return [corpus] if corpus.is_file() else list(language_files(corpus, cfg))
-
-
-def corpus_name(corpus: Path) -> str:
-    return corpus.name[: -len(corpus.suffix)] if corpus.suffix in (".zip", ".txt", ".tsv") else corpus.name
-
-
-def prepared_path(corpus: Path, cfg: DataConfig, vocab_key: str | None = None) -> Path:
-    """The folder of this corpus under this data config (and, for a resumed run whose vocabulary
-    the learned one does not match, under that vocabulary): PREPARED_DIR/<corpus>-<key>."""
-    key = json.dumps({"corpus": str(corpus.resolve()), "data": shaping_config(cfg), "vocab": vocab_key},
-                     sort_keys=True)
-    return Path(cfg.prepared_dir) / f"{corpus_name(corpus)}-{hashlib.sha256(key.encode()).hexdigest()[:12]}"
-
-
-def vocab_key(src_vocab: Vocab, tgt_vocab: Vocab) -> str:
-    return hashlib.sha256("\n".join([*src_vocab.itos, "\t", *tgt_vocab.itos]).encode()).hexdigest()[:16]
-
-
-# The corpus's fingerprint ------------------------------------------------------------------------
-
-def content_hash(files: list[Path]) -> str:
-    """What the corpus says: a zip's member CRC (its central directory already holds a hash of the
-    text, so nothing is read), else sha256 of the files' bytes."""
-    if len(files) == 1 and zipfile.is_zipfile(files[0]):
-        with zipfile.ZipFile(files[0]) as archive:
-            infos = [i for i in archive.infolist() if i.filename.endswith(".txt")]
-            return "zip-crc32:" + ",".join(f"{i.filename}:{i.CRC:08x}:{i.file_size}" for i in infos)
-    return "sha256:" + file_sha256(*files)
-
-
-def fingerprint(corpus: Path, cfg: DataConfig) -> dict[str, Any]:
-    files = corpus_files(corpus, cfg)
-    return {"path": str(corpus.resolve()), "files": [_stat(f) for f in files], "content": content_hash(files)}
-
-
-def _stat(path: Path) -> dict[str, int]:
-    st = path.stat()
-    return {"size": st.st_size, "mtime_ns": st.st_mtime_ns}
-
-
-def corpus_change(stored: dict[str, Any], corpus: Path, cfg: DataConfig) -> str | None:
-    """Why the corpus is not the one prepared, or None. Sizes first, then the mtimes; a file
-    touched but unchanged (copied, restored) is recognised by its content hash."""
-    files = corpus_files(corpus, cfg)
-    now = [_stat(f) for f in files]
-    if len(now) != len(stored["files"]) or any(a["size"] != b["size"] for a, b in zip(now, stored["files"])):
-        return "the corpus changed since it was prepared (its size differs)"
-    if now != stored["files"] and content_hash(files) != stored["content"]:
-        return "the corpus changed since it was prepared (its content differs)"
-    return None
-
-
-# Is a prepared folder right? ---------------------------------------------------------------------
-
-def read_manifest(folder: Path) -> dict[str, Any] | None:
-    try:
-        return json.loads((folder / MANIFEST).read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return None
-
-
-def stale_reason(folder: Path, corpus: Path, cfg: DataConfig, vocab: str | None) -> str | None:
-    """Why `folder` cannot be used as it is, or None. Files are checked by size (truncation) and,
-    where their mtime moved since the prepare, by their sha256 (corruption)."""
-    manifest = read_manifest(folder)
-    if manifest is None:
-        return f"no prepared data in {folder}{_other_config(folder, corpus, cfg)}"
-    if manifest.get("format") != FORMAT:
-        return f"{folder} holds format {manifest.get('format')}; this nmt reads format {FORMAT}"
-    if manifest.get("data") != shaping_config(cfg) or manifest.get("vocab") != vocab:
-        return f"{folder} was prepared for another data config{_config_diff(manifest.get('data') or {}, cfg)}"
-    if reason := corpus_change(manifest["corpus"], corpus, cfg):
-        return reason
-    for split, path in held_out_files(cfg).items():
-        stored = (manifest.get("held_out") or {}).get(split)
-        if stored is None or corpus_change(stored, path, cfg):
-            return f"data.{split} {path} changed since it was prepared"
-    for name, stored in manifest["files"].items():
-        path = folder / name
-        if not path.is_file():
-            return f"{name} is missing from {folder}"
-        now = _stat(path)
-        if now["size"] != stored["size"]:
-            return f"{name} is truncated or grown ({now['size']:,} bytes, the manifest says {stored['size']:,})"
-        if now["mtime_ns"] != stored["mtime_ns"] and file_sha256(path) != stored["sha256"]:
-            return f"{name} is corrupt (its sha256 differs from the manifest's)"
-    return None
-
-
-def file_sha256(*paths: Path) -> str:
-    """The sha256 of the files' bytes end to end, read in blocks (corpora and checkpoints can be GBs)."""
-    digest = hashlib.sha256()
-    for path in paths:
-        with open(path, "rb") as f:
-            while block := f.read(1 << 22):
-                digest.update(block)
-    return digest.hexdigest()
-
-
-def _config_diff(stored: dict[str, Any], cfg: DataConfig) -> str:
-    changed = [f"data.{k} {stored.get(k)!r} -> {v!r}" for k, v in shaping_config(cfg).items() if stored.get(k) != v]
-    return f" ({', '.join(changed)})" if changed else ""
-
-
-def _other_config(folder: Path, corpus: Path, cfg: DataConfig) -> str:
-    """When the same corpus was prepared under another data config: which keys changed."""
-    others = []
-    for sibling in folder.parent.glob(f"{corpus_name(corpus)}-*"):
-        manifest = read_manifest(sibling)
-        if sibling != folder and manifest and manifest["corpus"]["path"] == str(corpus.resolve()):
-            others.append((sibling.stat().st_mtime, sibling, manifest))
-    if not others:
-        return ""
-    _, sibling, manifest = max(others, key=lambda o: o[0])
-    return f"; the data config changed since {sibling.name} was prepared{_config_diff(manifest['data'], cfg)}"
+SPLITS, SIDES = ("train", "valid", "test"), ("src", "tgt")
 
 
 # Preparing ---------------------------------------------------------------------------------------
@@ -241,11 +105,11 @@ def prepare(corpus: Path, cfg: DataConfig, folder: Path, vocabularies: tuple[Tok
         (tmp / "training_words.tsv").write_text("".join(f"{w}\t{c}\n" for w, c in sorted(
             src_words.items(), key=lambda wc: (-wc[1], wc[0]))), encoding="utf-8")
         digests.update(encode_splits(tmp, tokenizer, src_vocab, tgt_vocab, counts, quiet))
-        files = {p.name: {**_stat(p), "sha256": digests.get(p.name) or file_sha256(p)}
+        files = {p.name: {**file_stat(p), "sha256": digests.get(p.name) or file_sha256(p)}
                  for p in sorted(tmp.iterdir())}
         manifest = {"format": FORMAT, "corpus": corpus_print, "held_out": held_out_prints,
                     "data": shaping_config(cfg), "vocab": vocab,
-                    "counts": counts, "ids_dtype": np.dtype(ids_dtype(max(len(src_vocab), len(tgt_vocab)))).name,
+                    "counts": counts, "held_out_max": HELD_OUT_MAX, "ids_dtype": np.dtype(ids_dtype(max(len(src_vocab), len(tgt_vocab)))).name,
                     "vocab_sizes": [len(src_vocab), len(tgt_vocab)], "files": files,
                     "seconds": round(time.monotonic() - start, 1)}
         (tmp / MANIFEST).write_text(json.dumps(manifest, indent=1), encoding="utf-8")
@@ -304,11 +168,47 @@ def split_corpus(corpus: Path, cfg: DataConfig, out: Path, quiet: bool
             "kept in training (data.drop_overlap: false)"
         logger.info("overlap: %s source(s) of data.valid/data.test also occur in the training corpus, in %s "
                     "training pair(s), %s", f"{len(overlap.sources):,}", f"{overlap.pairs:,}", action)
+    for split in ("valid", "test"):
+        if split not in held_out_files(cfg) and (stride := held_out_stride(counts[split])) > 1:
+            moved = thin_held_out(out, split, stride, writers, cfg, src_words, tgt_words if count_targets else None)
+            logger.info("%s: %s of its %s pairs train (one source in %d stays held out: about %s pairs a split "
+                        "at most)", split, f"{moved:,}", f"{counts[split]:,}", stride, f"{HELD_OUT_MAX:,}")
+            counts[split] -= moved
+            counts["train"] += moved
     digests = closed(writers.values())
     counter.finish(counts["train"])
     counts["skipped"] = counter.skipped
     counts["overlap"] = overlap.pairs
     return counts, src_words, tgt_words, digests
+
+
+def thin_held_out(out: Path, split: str, stride: int, writers: dict[tuple[str, str], IndexedWriter], cfg: DataConfig,
+                  src_words: Counter, tgt_words: Counter | None) -> int:
+    """Keep every `stride`-th source of a large held-out split (`stays_held_out`); the other pairs
+    join the training split's stores and word counts. Returns how many moved."""
+    stores = {}
+    for side in SIDES:
+        writers[split, side].close()
+        for suffix in (".bin", ".idx"):
+            os.replace(out / f"{split}.{side}.txt{suffix}", out / f"{split}.{side}.all{suffix}")
+        stores[side] = IndexedArray(out / f"{split}.{side}.all")
+        writers[split, side] = IndexedWriter(out / f"{split}.{side}.txt", np.uint8)
+    forward = DataConfig(src_lang=cfg.src_lang, tgt_lang=cfg.tgt_lang)  # the stores hold the model's direction
+    moved = 0
+    for i in range(len(stores["src"])):
+        src_text, tgt_text = stores["src"].text(i), stores["tgt"].text(i)
+        to = split if stays_held_out(src_text, stride) else "train"
+        writers[to, "src"].add(src_text.encode("utf-8"))
+        writers[to, "tgt"].add(tgt_text.encode("utf-8"))
+        if to == "train":
+            moved += 1
+            if found := split_pair(src_text, tgt_text, forward):
+                src_words.update(found[1].src)
+                if tgt_words is not None:
+                    tgt_words.update(found[1].tgt)
+    for path in out.glob(f"{split}.*.all.*"):
+        path.unlink()
+    return moved
 
 
 def closed(writers: Iterable[IndexedWriter]) -> dict[str, str]:
@@ -329,8 +229,9 @@ def learn_vocabularies(cfg: DataConfig, out: Path, src_words: Counter, tgt_words
                 Vocab.from_counts(tgt_words, cfg.min_freq))
     start = time.monotonic()
     src, tgt = (IndexedArray(out / f"train.{side}.txt") for side in SIDES)
+    rows = sample_rows(len(src), cfg.subword_sample)
     tokenizer = SubwordTokenizer.train(
-        (src.text(i) for i in range(len(src))), (tgt.text(i) for i in range(len(tgt))), cfg.vocab_size,
+        (src.text(i) for i in rows), (tgt.text(i) for i in rows), cfg.vocab_size,
         cfg.subword_type, cfg.joint_vocab, cfg.source_lang, cfg.target_lang, cfg.split_digits, cfg.subword_sample,
         cfg.protect, cfg.tags())
     logger.info("subword model%s (SentencePiece %s, %d pieces%s) learned from %s sentences a side in %.1f s",
@@ -338,6 +239,14 @@ def learn_vocabularies(cfg: DataConfig, out: Path, src_words: Counter, tgt_words
                 ", both languages" if cfg.joint_vocab else " a side", f"{min(len(src), cfg.subword_sample):,}",
                 time.monotonic() - start)
     return (tokenizer, *tokenizer.vocabularies())
+
+
+def sample_rows(n: int, size: int) -> Sequence[int]:
+    """The training rows SentencePiece learns from: all of them up to `size`, else a seeded sample
+    of `size` drawn here, in order, so that the other sentences of 36 million are never read."""
+    if not size or n <= size:
+        return range(n)
+    return np.sort(np.random.default_rng(SAMPLE_SEED).choice(n, size, replace=False)).tolist()
 
 
 # Encoding ----------------------------------------------------------------------------------------

@@ -3,13 +3,12 @@ memory maps, the small splits as pairs, and the training words the rare-word sub
 
 from __future__ import annotations
 
-import math
 from pathlib import Path
 
 from nmt.config import DataConfig
 from nmt.data.corpus import Pair, source_hash, split_pair
 from nmt.data.indexed import IndexedArray
-from nmt.data.prepare import MANIFEST, read_manifest
+from nmt.data.manifest import MANIFEST, read_manifest
 from nmt.data.tokenizer import TOKENIZER, SubwordTokenizer, Tokenizer, WordTokenizer
 from nmt.data.vocab import Vocab
 
@@ -41,7 +40,7 @@ class PreparedCorpus:
         gives about that many: the pairs of every k-th source by the split's own hash, so all
         translations of a kept source stay together and the subset spreads over the split."""
         src, tgt = self.texts(split, "src"), self.texts(split, "tgt")
-        every = math.ceil(len(src) / at_most) if at_most else 1
+        every = max(1, round(len(src) / at_most)) if at_most else 1  # about: a bounded split of 5,050 stays whole
         # The stores hold the pair in the model's direction: read back as first, second = src, tgt.
         forward = DataConfig(src_lang=self.cfg.src_lang, tgt_lang=self.cfg.tgt_lang)
         pairs = []

@@ -21,7 +21,8 @@ import torch
 from nmt.config import Config
 from nmt.data.batches import encode_pairs
 from nmt.data.corpus import resolve_corpus
-from nmt.data.prepare import corpus_name, ensure_prepared
+from nmt.data.manifest import corpus_name
+from nmt.data.prepare import ensure_prepared
 from nmt.data.prepared_corpus import TRAINING_WORDS, PreparedCorpus, training_words
 from nmt.data.vocab import UNK, Vocab
 from nmt.errors import DataError, NmtError

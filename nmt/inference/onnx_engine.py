@@ -18,7 +18,7 @@ from typing import TypeVar
 import numpy as np
 import torch
 
-from nmt.data.prepare import file_sha256
+from nmt.data.manifest import file_sha256
 from nmt.errors import CheckpointError
 from nmt.inference.onnx_export import (
     MANIFEST,

@@ -29,7 +29,7 @@ from pathlib import Path
 import torch
 from torch import nn
 
-from nmt.data.prepare import file_sha256
+from nmt.data.manifest import file_sha256
 from nmt.errors import NmtError
 from nmt.model.checkpoint import load_model
 from nmt.model.decoder import DecoderState

@@ -11,7 +11,7 @@ from typing import Any
 
 import torch
 
-from nmt.data.prepare import file_sha256
+from nmt.data.manifest import file_sha256
 from nmt.data.prepared_corpus import TRAINING_WORDS
 from nmt.data.tokenizer import SUBWORD_FILES
 from nmt.errors import CheckpointError, NmtError

@@ -21,7 +21,7 @@ import torch
 import torch.distributed as dist
 
 from nmt import hardware
-from nmt.data.batches import bucket_batches
+from nmt.data.epoch_order import EpochBatches
 from nmt.errors import NmtError
 
 
@@ -80,20 +80,12 @@ def shutdown(clean: bool = True) -> None:
 
 
 def epoch_shard(src_lens: np.ndarray, tgt_lens: np.ndarray, batch_size: int, rng: np.random.Generator | None,
-                world: World, batch_tokens: int = 0) -> list[np.ndarray]:
-    """This rank's batches for one epoch (with `rng` None: in a fixed order, for counting them).
-
-    All ranks draw the same length-bucketed global batches of batch_size x world examples, or of
-    batch_tokens x world padded target tokens (the same rng state), and rank r takes every
-    world-th example of each, so ranks see disjoint,
-    equally long shards and one step of N processes is one step of a single process whose
-    batch_size is N times larger. Global batches too small to give every rank an example are
-    dropped (only when world > 1: an empty shard would stall the gradient all-reduce).
-    """
-    batches = bucket_batches(src_lens, tgt_lens, batch_size * world.size, rng, batch_tokens * world.size)
-    if not world.distributed:
-        return batches
-    return [b[world.rank::world.size] for b in batches if len(b) >= world.size]
+                world: World, batch_tokens: int = 0, rows: np.ndarray | None = None) -> EpochBatches:
+    """This rank's batches for one epoch (with `rng` None: in a fixed order). All ranks draw the
+    same global batches of batch_size x world examples, or of batch_tokens x world padded target
+    tokens (the same rng state), and rank r takes every world-th example of each: see
+    `EpochBatches`."""
+    return EpochBatches(src_lens, tgt_lens, batch_size, rng, batch_tokens, world.rank, world.size, rows)
 
 
 def all_sum(values: list[float], world: World, device: torch.device) -> list[float]:

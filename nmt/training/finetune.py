@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from nmt.config import Config, apply_overrides, config_from_dict, read_raw_config
-from nmt.data.prepare import file_sha256
+from nmt.data.manifest import file_sha256
 from nmt.data.tokenizer import Tokenizer, load_tokenizer
 from nmt.data.vocab import Vocab
 from nmt.errors import CheckpointError, ConfigError, NmtError

@@ -10,7 +10,7 @@ from typing import Any
 
 from nmt.config import Config, apply_overrides, config_from_dict, load_config
 from nmt.data.corpus import resolve_corpus
-from nmt.data.prepare import corpus_change
+from nmt.data.manifest import corpus_change
 from nmt.errors import ConfigError, NmtError
 from nmt.model.checkpoint import newest_good_checkpoint
 from nmt.model.runs import LAST, newest_run, prepare_run_dir

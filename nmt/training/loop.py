@@ -169,8 +169,7 @@ def train(cfg: Config, out_dir: Path, data_path: str | None = None, quiet: bool 
             with tqdm(total=len(batches), initial=progress.batch_in_epoch, desc=f"epoch {progress.epoch}/"
                       f"{train_cfg.epochs}", disable=quiet or plain, unit="batch", dynamic_ncols=True,
                       leave=False) as bar:
-                for start in range(progress.batch_in_epoch, len(batches), train_cfg.accum_steps):
-                    group = batches[start: start + train_cfg.accum_steps]
+                for group in batches.groups(progress.batch_in_epoch, train_cfg.accum_steps):
                     loss, tokens = train_batches(run, group, total_steps)
                     window.add(loss, tokens)  # all ranks' tokens: the log shows the job's throughput
                     bar.update(len(group))

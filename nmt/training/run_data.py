@@ -20,6 +20,7 @@ from nmt.data.batches import Batch, Example, TrainingSet, collate, encode_pairs,
 from nmt.data.copy_augment import replace_shared, shared_copyable
 from nmt.data.corpus import require_corpus, resolve_corpus
 from nmt.data.corpus_mix import CorpusMix, MixPart
+from nmt.data.epoch_order import EpochBatches
 from nmt.data.indexed import IndexedArray
 from nmt.data.prepare import ensure_prepared
 from nmt.data.prepared_corpus import TRAINING_WORDS, PreparedCorpus
@@ -37,12 +38,12 @@ class TrainingData:
     tokenizer: Tokenizer
     src_vocab: Vocab
     tgt_vocab: Vocab
-    train: TrainingSet | CorpusMix  # within data.max_len, in the tokenizer's best segmentation, on disk
+    train: TrainingSet | CorpusMix  # every training pair (those within data.max_len are batched), on disk
     valid: list[Example]  # every valid pair: the validation loss
     references: References  # a fixed subset of the valid sources: the validation BLEU
     texts: tuple[IndexedArray, IndexedArray] | None  # the training split's raw text, where re-segmenting needs it
     cfg: DataConfig
-    corpus: dict | None = None  # the corpus's fingerprint (nmt.data.prepare.fingerprint), kept in checkpoints
+    corpus: dict | None = None  # the corpus's fingerprint (nmt.data.manifest.fingerprint), kept in checkpoints
     folder: Path | None = None  # the prepared corpus
 
     def batch(self, rows: np.ndarray, draw: str) -> Batch:
@@ -53,7 +54,7 @@ class TrainingData:
         data.max_len keeps its best segmentation."""
         examples = self.train.examples(rows)
         if self.texts is not None:  # kept only where a subword model re-segments (see load_data)
-            examples = self._resegmented(examples, self.train.kept[rows].tolist(), draw)
+            examples = self._resegmented(examples, np.asarray(rows).tolist(), draw)
         return collate(examples, self.tgt_vocab.pad_id, self.tgt_vocab.bos_id)
 
     def _resegmented(self, examples: list[Example], stored: list[int], draw: str) -> list[Example]:
@@ -101,10 +102,10 @@ def load_data(cfg: Config, data_path: str | None, out_dir: Path, resume: dict | 
                 cfg.data.target_lang, f"{counts['train']:,}", f"{counts['valid']:,}", f"{counts['test']:,}")
     train = TrainingSet.from_stores(prepared.ids("train", "src"), prepared.ids("train", "tgt"), cfg.data.max_len,
                                     src_vocab.eos_id)
-    if not len(train):
+    if not train.fitting():
         raise NmtError(f"no training pair fits data.max_len={cfg.data.max_len}; raise it")
     logger.info("vocab (%s): %d source, %d target types | %s training pairs within data.max_len=%d",
-                cfg.data.tokenizer, len(src_vocab), len(tgt_vocab), f"{len(train):,}", cfg.data.max_len)
+                cfg.data.tokenizer, len(src_vocab), len(tgt_vocab), f"{train.fitting():,}", cfg.data.max_len)
     if cfg.data.corpora or cfg.data.weight != 1:
         train = corpus_mix(cfg.data, corpus, train, (tokenizer, src_vocab, tgt_vocab), world, quiet)
     if cfg.data.valid:
@@ -160,7 +161,7 @@ def corpus_mix(cfg: DataConfig, corpus: Path, main: TrainingSet, vocabularies: t
         prepared = PreparedCorpus(prepared_once(path, extra, vocabularies, world, quiet), extra)
         pairs = TrainingSet.from_stores(prepared.ids("train", "src"), prepared.ids("train", "tgt"), cfg.max_len,
                                         src_vocab.eos_id)
-        if not len(pairs):
+        if not pairs.fitting():
             raise NmtError(f"data.corpora: {path} has no training pair within data.max_len={cfg.max_len}")
         tag_id = None
         if spec.tag:
@@ -175,14 +176,10 @@ def corpus_mix(cfg: DataConfig, corpus: Path, main: TrainingSet, vocabularies: t
     return mix
 
 
-def epoch_batches(data: TrainingData, cfg: Config, epoch: int, world: distributed.World) -> list[np.ndarray]:
+def epoch_batches(data: TrainingData, cfg: Config, epoch: int, world: distributed.World) -> EpochBatches:
     """This rank's batches of `epoch`: drawn from (train.seed, epoch) alone, so a resumed run and
     every process of a torchrun job rebuild the same without keeping a random state."""
     rng = np.random.default_rng([cfg.train.seed, epoch])
     rows = data.train.epoch_rows(rng) if isinstance(data.train, CorpusMix) else None  # several corpora, weighted
-    src_lens, tgt_lens = data.train.src_lens, data.train.tgt_lens
-    if rows is None:
-        return distributed.epoch_shard(src_lens, tgt_lens, cfg.train.batch_size, rng, world, cfg.train.batch_tokens)
-    batches = distributed.epoch_shard(src_lens[rows], tgt_lens[rows], cfg.train.batch_size, rng, world,
-                                      cfg.train.batch_tokens)
-    return [rows[b] for b in batches]  # positions among `rows` back to rows of the mix
+    return distributed.epoch_shard(data.train.src_lens, data.train.tgt_lens, cfg.train.batch_size, rng, world,
+                                   cfg.train.batch_tokens, rows)  # positions among `rows` back to rows of the mix

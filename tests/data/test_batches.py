@@ -3,9 +3,9 @@ import random
 import numpy as np
 import torch
 
-from nmt.data import batches as batching
-from nmt.data.batches import Example, bucket_batches, collate, encode_pairs, iterate_batches, lengths, token_batches
+from nmt.data.batches import Example, collate, encode_pairs, iterate_batches, lengths
 from nmt.data.corpus import Pair
+from nmt.data.epoch_order import bucket_batches, token_batches
 from nmt.data.vocab import Vocab
 
 
@@ -120,20 +120,6 @@ def test_token_batches_cut_runs_as_the_example_by_example_greedy_does():
         order = np.lexsort((tgt_lens, src_lens))  # as a sorted window: runs of equal lengths
         got = [b.tolist() for b in token_batches(order, tgt_lens, budget)]
         assert got == _greedy_reference(order.tolist(), tgt_lens.tolist(), budget)
-
-
-def test_windows_shuffle_globally_then_sort_each_window(monkeypatch):
-    monkeypatch.setattr(batching, "WINDOW", 100)
-    rng = np.random.default_rng(0)
-    src_lens, tgt_lens = rng.integers(1, 20, 1000), rng.integers(1, 20, 1000)
-    batches = bucket_batches(src_lens, tgt_lens, 10, np.random.default_rng(3))
-    assert sorted(i for b in batches for i in b.tolist()) == list(range(1000))
-    # Each window of 100 is cut into 10 batches of examples sorted by length.
-    for batch in batches:
-        keys = list(zip(src_lens[batch], tgt_lens[batch]))
-        assert keys == sorted(keys) and len(batch) == 10
-    # The permutation is global: a window's examples come from all over the corpus.
-    assert max(int(b.max()) - int(b.min()) for b in batches) > 500
 
 
 def test_collate_finds_the_target_positions_on_the_host():

@@ -15,8 +15,9 @@ import pytest
 from conftest import TINY, toy_lines
 
 from nmt.config import DataConfig, config_from_dict
-from nmt.data import prepare
-from nmt.data.prepare import ensure_prepared, prepared_path
+from nmt.data import manifest, prepare
+from nmt.data.manifest import prepared_path
+from nmt.data.prepare import ensure_prepared
 from nmt.data.prepared_corpus import PreparedCorpus
 from nmt.data.vocab import Vocab
 from nmt.errors import DataError
@@ -76,8 +77,8 @@ def _corrupt(folder: Path) -> None:
 
 
 def _older_format(folder: Path) -> None:
-    manifest = json.loads((folder / "manifest.json").read_text())
-    (folder / "manifest.json").write_text(json.dumps({**manifest, "format": prepare.FORMAT - 1}))
+    stored = json.loads((folder / "manifest.json").read_text())
+    (folder / "manifest.json").write_text(json.dumps({**stored, "format": manifest.FORMAT - 1}))
 
 
 @pytest.mark.parametrize("damage, said", [
@@ -85,7 +86,7 @@ def _older_format(folder: Path) -> None:
     (lambda folder, corpus: corpus.write_text(corpus.read_text() + "Go.\tVa !\n"), "(its size differs)"),
     (lambda folder, corpus: _truncate(folder), "train.src.bin is truncated"),
     (lambda folder, corpus: _corrupt(folder), "train.tgt.bin is corrupt"),
-    (lambda folder, corpus: _older_format(folder), f"holds format {prepare.FORMAT - 1}; this nmt reads format"),
+    (lambda folder, corpus: _older_format(folder), f"holds format {manifest.FORMAT - 1}; this nmt reads format"),
     (lambda folder, corpus: (folder / "tgt_vocab.txt").unlink(), "tgt_vocab.txt is missing"),
 ])
 def test_each_invalidation_is_said_in_one_line_and_rebuilt(tsv, caplog, damage, said):
@@ -172,7 +173,7 @@ def test_the_same_seed_gives_the_same_batches_after_a_restart(tsv, tmp_path):
         assert [x.tolist() for x in a] == [x.tolist() for x in b]
     one, two = (epoch_batches(first, cfg, epoch, distributed.SINGLE) for epoch in (1, 2))
     assert [x.tolist() for x in one] != [x.tolist() for x in two]
-    assert sorted(np.concatenate(one).tolist()) == list(range(len(first.train)))
+    assert sorted(np.concatenate(list(one)).tolist()) == list(range(len(first.train)))
 
 
 def test_two_processes_started_together_prepare_once(tmp_path):
@@ -224,3 +225,33 @@ def test_a_script_splits_the_corpus_as_training_does_with_a_given_dev_set(tsv, t
     dev_sources = {" ".join(p.src) for p in splits.valid}
     assert not any(" ".join(p.src) in dev_sources for p in splits.train)  # data.drop_overlap
     assert sum(map(len, (splits.train, splits.valid, splits.test))) < len(lines) + 6
+
+
+def test_a_large_held_out_split_keeps_about_its_bound_and_the_rest_trains(tsv, caplog, monkeypatch):
+    """36 million pairs would hold 1% valid and 2% test by the md5 rule alone; above HELD_OUT_MAX
+    (2 here) one source in k stays held out and the others train, in the prepared copy and in
+    `load_splits` alike, all translations of a source together."""
+    from nmt.data import corpus as corpus_module
+    from nmt.data.corpus import load_splits
+
+    unbounded = PreparedCorpus(_prepare(tsv, WORD, caplog)[0], WORD).counts
+    monkeypatch.setattr(corpus_module, "HELD_OUT_MAX", 2)
+    monkeypatch.setattr(prepare, "HELD_OUT_MAX", 2)
+    monkeypatch.setattr(manifest, "HELD_OUT_MAX", 2)
+    folder, log = _prepare(tsv, WORD, caplog)
+    assert "test split holds 7 pairs, prepared before held-out splits were bounded to about 2" in log
+    prepared = PreparedCorpus(folder, WORD)
+    counts = prepared.counts
+    assert counts["valid"] == unbounded["valid"] == 2 and counts["test"] < unbounded["test"] == 7
+    assert sum(counts[s] for s in ("train", "valid", "test")) == sum(unbounded[s] for s in ("train", "valid", "test"))
+    splits = load_splits(tsv, WORD.num_pairs, WORD)
+    for split in ("train", "valid", "test"):
+        src, tgt = prepared.texts(split, "src"), prepared.texts(split, "tgt")
+        assert [(src.text(i), tgt.text(i)) for i in range(len(src))] == [p.raw for p in getattr(splits, split)]
+        assert len(prepared.ids(split, "src")) == counts[split]
+    trained = {" ".join(p.src) for p in splits.train}
+    assert not any(" ".join(p.src) in trained for p in splits.valid + splits.test)
+    words = prepared.training_words(1)
+    assert all(word in words.stoi for p in splits.train for word in p.src)  # the moved pairs' words counted
+    _, log = _prepare(tsv, WORD, caplog)
+    assert "preparing" not in log  # bounded now: a hit, though a split may hold a few more than the bound

@@ -81,7 +81,7 @@ def test_copy_augmented_batches_differ_by_epoch_and_repeat_by_seed(corpus, tmp_p
     assert changed and all("chats" in t and "J'ai" in t for t in changed)  # only the numbers' pairs
     # Encoding only the changed pairs gives what encoding every pair of the augmented texts gives.
     half = load_data(_cfg({"copy_augment": 0.5}), str(corpus), tmp_path, None, distributed.SINGLE)
-    pairs = [(half.texts[0].text(i), half.texts[1].text(i)) for i in half.train.kept[rows].tolist()]
+    pairs = [(half.texts[0].text(i), half.texts[1].text(i)) for i in rows.tolist()]
     texts = replace_copyable(pairs, 0.5, random.Random("3/1/0/0"))
     src, tgt = half.tokenizer.source_tokens([s for s, _ in texts]), half.tokenizer.target_tokens([t for _, t in texts])
     expected = collate(encode_tokens(src, tgt, half.src_vocab, half.tgt_vocab), half.tgt_vocab.pad_id,

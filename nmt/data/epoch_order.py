@@ -89,6 +89,7 @@ class EpochBatches:
         self.windows = -(-self.n // WINDOW)
         self._count: int | None = None
         self._fitting: np.ndarray | None = None
+        self._made: tuple[int, list[np.ndarray]] | None = None
 
     def window_rows(self, w: int) -> np.ndarray:
         """The rows of window `w` that fit data.max_len, shuffled unless the order is fixed."""
@@ -99,7 +100,13 @@ class EpochBatches:
         return rows[self.src_lens[rows] > 0]
 
     def window(self, w: int) -> list[np.ndarray]:
-        """This rank's batches of window `w`, in the epoch's order."""
+        """This rank's batches of window `w`, in the epoch's order (the last one made is kept:
+        counting a window of token batches makes it, and iterating it comes next)."""
+        if self._made is None or self._made[0] != w:
+            self._made = (w, self._make_window(w))
+        return self._made[1]
+
+    def _make_window(self, w: int) -> list[np.ndarray]:
         rows = self.window_rows(w)
         key = self.src_lens[rows].astype(np.int64) * self.widest + self.tgt_lens[rows]
         rows = rows[np.argsort(key, kind="stable")]

@@ -37,8 +37,12 @@ def test_n_accumulated_micro_batches_step_as_one_batch_holding_them_all():
     micro = [collate(examples[a:b], tv.pad_id, tv.bos_id) for a, b in ((0, 5), (5, 21), (21, 48))]
     whole = collate(examples[:48], tv.pad_id, tv.bos_id)
     assert len({b.num_tokens for b in micro}) == 3
-    accumulated = torch.optim.Adam(model.parameters(), lr=0.01)
-    single = torch.optim.Adam(twin.parameters(), lr=0.01)
+    # Adam's first step moves a weight by about lr * g / (|g| + eps): with the default eps (1e-8), a
+    # gradient at float32's noise level (~1e-8, summed in another order) decides a move of 0.01 by
+    # its sign alone (seen on an Intel Xeon). eps 1e-3 keeps the step a smooth function of the
+    # gradient, so equal gradients must give equal weights.
+    accumulated = torch.optim.Adam(model.parameters(), lr=0.01, eps=1e-3)
+    single = torch.optim.Adam(twin.parameters(), lr=0.01, eps=1e-3)
     loss_a, tokens_a = train_step(model, micro, accumulated, cfg, tv.pad_id)
     loss_b, tokens_b = train_step(twin, [whole], single, cfg, tv.pad_id)
     assert tokens_a == tokens_b == whole.num_tokens

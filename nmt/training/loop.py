@@ -24,6 +24,7 @@ from tqdm import tqdm
 
 from nmt import hardware
 from nmt.config import Config
+from nmt.data.epoch_order import EpochBatches
 from nmt.errors import NmtError
 from nmt.evaluation.validation import search_name, validate
 from nmt.evaluation.visualize import plot_curves
@@ -91,6 +92,7 @@ class Run:
     progress: Progress
     budget: Budget
     steps_per_epoch: int  # the first epoch's, drawn once in setup: the schedule counts epochs with it
+    first_epoch: EpochBatches | None  # those batches: the loop trains them rather than draw and count them again
     board: Board  # TensorBoard's curves (train.tensorboard), or a no-op
     ema: ExponentialAverage | None = None  # with train.ema_decay: the weights validation and best.pt use
     clock: float = 0.0  # seconds trained; under DDP the ranks' mean, so their learning rates agree
@@ -139,7 +141,7 @@ def setup(cfg: Config, out_dir: Path, data_path: str | None = None, resume: dict
         ema.load_state_dict(model, resume["ema"])
     translator = Translator(model, data.src_vocab, data.tgt_vocab, cfg.decode, device, data.tokenizer)
     return Run(cfg, out_dir, world, device, data, model, trained, optimizer, schedule, translator, progress,
-               Budget(cfg.train.max_steps, cfg.train.max_minutes, elapsed), steps, board, ema,
+               Budget(cfg.train.max_steps, cfg.train.max_minutes, elapsed), steps, first_epoch, board, ema,
                clock=elapsed)
 
 
@@ -164,7 +166,9 @@ def train(cfg: Config, out_dir: Path, data_path: str | None = None, quiet: bool 
     run.model.train()
     with StopSignals() as signals:
         while progress.epoch <= train_cfg.epochs:
-            batches = epoch_batches(run.data, cfg, progress.epoch, world)  # a resumed run skips ahead in it
+            # a resumed run skips ahead in it
+            batches = run.first_epoch if progress.epoch == 1 else epoch_batches(run.data, cfg, progress.epoch, world)
+            run.first_epoch = None  # held no longer than its epoch
             epoch_start, first_step = time.monotonic(), progress.step
             with tqdm(total=len(batches), initial=progress.batch_in_epoch, desc=f"epoch {progress.epoch}/"
                       f"{train_cfg.epochs}", disable=quiet or plain, unit="batch", dynamic_ncols=True,

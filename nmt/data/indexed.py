@@ -101,7 +101,7 @@ class IndexedArray:
     def sizes(self, start: int = 0, count: int | None = None) -> np.ndarray:
         """The sizes of `count` sequences from `start` (all by default)."""
         count = self.count - start if count is None else max(0, min(count, self.count - start))
-        return np.fromfile(self.idx, dtype="<i4", count=count, offset=HEADER_BYTES + 4 * start)
+        return np.frombuffer(os.pread(self.idx_file.fileno(), 4 * count, HEADER_BYTES + 4 * start), "<i4")
 
     def run(self, start: int, stop: int) -> list[np.ndarray]:
         """Sequences start to stop - 1: their offsets in one read, their values in another."""

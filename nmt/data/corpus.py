@@ -235,11 +235,12 @@ def split_of(src_key: str) -> str:
 HELD_OUT_MAX = 5_000  # pairs, about, an md5 split (valid, test) keeps at most: the rest of a large corpus trains
 
 
-def held_out_stride(pairs: int) -> int:
-    """Every how-many-th source (by its hash) of an md5 held-out split of `pairs` pairs stays held
+def held_out_stride(split: str, pairs: int, cfg: DataConfig) -> int:
+    """Every how-many-th source (by its hash) of the md5 held-out `split` of `pairs` pairs stays held
     out: all of them up to HELD_OUT_MAX pairs; beyond, about HELD_OUT_MAX pairs stay and the others
-    train, so a corpus of 36 million pairs validates and tests on thousands, as WMT's sets do."""
-    return max(1, -(-pairs // HELD_OUT_MAX))
+    train, so a corpus of 36 million pairs validates and tests on thousands, as WMT's sets do. A
+    split the user gave as a file (data.valid, data.test) is kept whole: 1."""
+    return 1 if split in held_out_files(cfg) else max(1, -(-pairs // HELD_OUT_MAX))
 
 
 def stays_held_out(src_text: str, stride: int) -> bool:
@@ -345,7 +346,7 @@ def load_splits(path: Path, num_pairs: int | None = None, cfg: DataConfig | None
         getattr(splits, split).append(pair)
     for split in ("valid", "test"):
         pairs = getattr(splits, split)
-        if split not in held_out_files(cfg) and (stride := held_out_stride(len(pairs))) > 1:
+        if (stride := held_out_stride(split, len(pairs), cfg)) > 1:
             stays = [stays_held_out(pair.raw[0], stride) for pair in pairs]
             setattr(splits, split, [pair for pair, kept in zip(pairs, stays) if kept])
             splits.train.extend(pair for pair, kept in zip(pairs, stays) if not kept)

@@ -169,7 +169,7 @@ def split_corpus(corpus: Path, cfg: DataConfig, out: Path, quiet: bool
         logger.info("overlap: %s source(s) of data.valid/data.test also occur in the training corpus, in %s "
                     "training pair(s), %s", f"{len(overlap.sources):,}", f"{overlap.pairs:,}", action)
     for split in ("valid", "test"):
-        if split not in held_out_files(cfg) and (stride := held_out_stride(counts[split])) > 1:
+        if (stride := held_out_stride(split, counts[split], cfg)) > 1:
             moved = thin_held_out(out, split, stride, writers, cfg, src_words, tgt_words if count_targets else None)
             logger.info("%s: %s of its %s pairs train (one source in %d stays held out: about %s pairs a split "
                         "at most)", split, f"{moved:,}", f"{counts[split]:,}", stride, f"{HELD_OUT_MAX:,}")

@@ -1,6 +1,6 @@
 """Training speed of arms of one config, in one run: target tokens/s of whole training steps
 (encoder, decoder, loss, backward, Adam) for `stepwise` (the config as it is) against `parallel`
-(or the arms you name), at the config's sizes, with the ratio to the first arm. An arm with
+(or the arms you name), at the config's sizes, with the ratio to the first arm and the median step time. An arm with
 train.accum_steps N steps once per N micro-batches, so the cost of accumulation at one global
 batch is a run of arms too.
 
@@ -76,9 +76,9 @@ def main() -> None:
             model = build_model(arm_cfg.model, src_vocab, tgt_vocab).train()
             optimizer = torch.optim.Adam(model.parameters(), lr=arm_cfg.train.lr, fused=True)
             batches = _training_batches(arm_cfg, examples, tgt_vocab.pad_id, tgt_vocab.bos_id)
-            runs.append((name, arm_cfg, model, optimizer, batches, []))
+            runs.append((name, arm_cfg, model, optimizer, batches, [], []))
         for round_ in range(args.rounds + 1):  # round 0 warms every arm up and is not counted
-            for name, arm_cfg, model, optimizer, batches, rates in runs:
+            for name, arm_cfg, model, optimizer, batches, rates, step_ms in runs:
                 steps = args.warmup if round_ == 0 else args.window_steps
                 tokens, start = 0, time.perf_counter()
                 for _ in range(steps):
@@ -86,15 +86,18 @@ def main() -> None:
                     train_step(model, micro, optimizer, arm_cfg, tgt_vocab.pad_id)
                     tokens += sum(batch.num_tokens for batch in micro)
                 if round_:
-                    rates.append(tokens / (time.perf_counter() - start))
+                    elapsed = time.perf_counter() - start
+                    rates.append(tokens / elapsed)
+                    step_ms.append(1000 * elapsed / steps)
         base = statistics.median(runs[0][5])
         print(f"\n{precision}: target tokens/s of whole training steps, median of {args.rounds} interleaved "
               f"windows of {args.window_steps} steps")
-        for name, arm_cfg, _, _, _, rates in runs:
+        for name, arm_cfg, _, _, _, rates, step_ms in runs:
             median = statistics.median(rates)
             batch = f"{arm_cfg.train.batch_size} x {arm_cfg.train.accum_steps}"
             print(f"  {name:<12} {median:>9,.0f} tok/s  (windows {min(rates):,.0f}-{max(rates):,.0f})  "
-                  f"x{median / base:.2f}  [{batch} sentences a step]", flush=True)
+                  f"x{median / base:.2f}  {statistics.median(step_ms):.1f} ms a step  "
+                  f"[{batch} sentences a step]", flush=True)
 
 
 if __name__ == "__main__":

@@ -1,8 +1,8 @@
 """Training speed of arms of one config, in one run: target tokens/s of whole training steps
 (encoder, decoder, loss, backward, Adam) for `stepwise` (the config as it is) against `parallel`
-(or the arms you name), at the config's sizes, with the ratio to the first arm and the median step time. An arm with
-train.accum_steps N steps once per N micro-batches, so the cost of accumulation at one global
-batch is a run of arms too.
+(or the arms you name), at the config's sizes, with the ratio to the first arm and the median
+step time. An arm with train.accum_steps N steps once per N micro-batches, so the cost of
+accumulation at one global batch is a run of arms too.
 
     python scripts/benchmarks/bench_decoders.py                   # configs/default.yaml, 2 threads
     python scripts/benchmarks/bench_decoders.py --arm rnmt=model.decoder=parallel,model.input_feeding=false,model.residual=true,model.layer_norm=true

@@ -166,7 +166,7 @@ def train(cfg: Config, out_dir: Path, data_path: str | None = None, quiet: bool 
     run.model.train()
     with StopSignals() as signals:
         while progress.epoch <= train_cfg.epochs:
-            # a resumed run skips ahead in it
+            # Epoch 1's batches were drawn in setup to count the steps; a resumed run skips ahead in either.
             batches = run.first_epoch if progress.epoch == 1 else epoch_batches(run.data, cfg, progress.epoch, world)
             run.first_epoch = None  # held no longer than its epoch
             epoch_start, first_step = time.monotonic(), progress.step

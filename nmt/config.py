@@ -29,18 +29,36 @@ LR_SCHEDULES = ("constant", "plateau", "linear")
 TOKENIZERS = ("word", "subword")
 SUBWORD_TYPES = ("unigram", "bpe")
 ENSEMBLE_COMBINATIONS = ("log_prob", "prob")
+# A key set to `auto` is decided by the recipe for the corpus a run trains on (nmt/training/recipe.py).
+AUTO = "auto"
+RECIPE_KEYS = ("data.vocab_size", "data.max_len", "model.dropout", "model.embed_dropout", "model.output_dropout",
+               "train.label_smoothing", "train.epochs")
 # A language code as it names files (PREFIX.en) and sacreBLEU tokenizers: letters, then -REGION.
 LANGUAGE_CODE = re.compile(r"[A-Za-z]{2,8}(-[A-Za-z0-9]{1,8})?")
 
 
+def _decided(values: dict[str, Any]) -> dict[str, Any]:
+    """The values that are numbers: an `auto` is checked once the recipe has decided it."""
+    return {key: value for key, value in values.items() if value != AUTO}
+
+
+def _auto_or_number(section: str, obj: Any) -> None:
+    """A recipe key holds a number or `auto`, no other string."""
+    for dotted in RECIPE_KEYS:
+        key_section, key = dotted.split(".")
+        value = getattr(obj, key) if key_section == section else None
+        if isinstance(value, str) and value != AUTO:
+            raise ConfigError(f"{section}.{key} must be a number or auto (got {value!r})")
+
+
 def _positive(section: str, **values: float) -> None:
-    for key, value in values.items():
+    for key, value in _decided(values).items():
         if value <= 0:
             raise ConfigError(f"{section}.{key} must be > 0 (got {value})")
 
 
 def _at_least(section: str, low: int, **values: float) -> None:
-    for key, value in values.items():
+    for key, value in _decided(values).items():
         if value < low:
             raise ConfigError(f"{section}.{key} must be >= {low} (got {value})")
 
@@ -50,7 +68,7 @@ _INTERVALS = {"[0, 1)": lambda v: 0 <= v < 1, "[0, 1]": lambda v: 0 <= v <= 1, "
 
 def _within(section: str, interval: str, **values: float) -> None:
     """Each value in `interval`: "[0, 1)", "[0, 1]" or "(0, 1)"."""
-    for key, value in values.items():
+    for key, value in _decided(values).items():
         if not _INTERVALS[interval](value):
             raise ConfigError(f"{section}.{key} must be in {interval} (got {value})")
 
@@ -107,10 +125,10 @@ class DataConfig:
     tgt_lang: str = "fr"  # the language of its second column
     reverse: bool = False  # translate from tgt_lang into src_lang (French to English from fra.txt)
     num_pairs: int | None = None  # keep only the first N lines of the corpus (d2l's num_examples)
-    max_len: int = 20  # tokens per side including <eos>; longer training pairs are dropped
+    max_len: int | str = 20  # tokens per side including <eos>; longer training pairs are dropped
     min_freq: int = 2  # word tokenizer: rarer words are <unk>; also defines the rare-word test subset
     tokenizer: str = "word"  # word (d2l: lowercased, whitespace) | subword (SentencePiece, cased)
-    vocab_size: int = 8000  # subword: pieces per language, learned from the training split
+    vocab_size: int | str = 8000  # subword: pieces per language, learned from the training split
     subword_type: str = "unigram"  # subword: SentencePiece's unigram or bpe
     joint_vocab: bool = False  # subword: one model learned on both languages (names segment alike)
     split_digits: bool = False  # subword: every digit its own piece on both sides, so numbers copy digit by digit
@@ -140,6 +158,7 @@ class DataConfig:
     corpora: list[str] = field(default_factory=list)
 
     def __post_init__(self) -> None:
+        _auto_or_number("data", self)
         _positive("data", min_freq=self.min_freq, vocab_size=self.vocab_size, subword_sample=self.subword_sample,
                   weight=self.weight)
         _one_of("data", TOKENIZERS, tokenizer=self.tokenizer)
@@ -193,7 +212,7 @@ class ModelConfig:
     embed_size: int
     hidden_size: int
     num_layers: int
-    dropout: float = 0.0
+    dropout: float | str = 0.0  # between LSTM layers
     attention: str = "additive"
     init_uniform: float = 0.0  # >0: every parameter ~ uniform(-x, x) (OpenNMT-py's param_init); 0: torch defaults
     bidirectional: bool = False  # encoder reads both ways, hidden_size / 2 per direction
@@ -214,13 +233,18 @@ class ModelConfig:
     residual: bool = False  # parallel: each upper decoder layer adds its input from below to its output
     layer_norm: bool = False  # parallel: layer normalisation of each decoder layer's output
     attention_heads: int = 1  # >1: multi-head additive attention (RNMT+), each head its slice of the units
-    embed_dropout: float = 0.0  # dropout on the source and target embeddings (RNMT+)
+    embed_dropout: float | str = 0.0  # dropout on the source and target embeddings (RNMT+)
+    # dropout on the decoder's outputs where they enter the output projection (OpenNMT-py's dropout on the
+    # attentional output; LIUM-CVC's 0.5 on Multi30k): the regularizer a small corpus needs most
+    output_dropout: float | str = 0.0
 
     def __post_init__(self) -> None:
+        _auto_or_number("model", self)
         _positive("model", embed_size=self.embed_size, hidden_size=self.hidden_size,
                   num_layers=self.num_layers, attention_heads=self.attention_heads)
         _at_least("model", 0, init_uniform=self.init_uniform)
-        _within("model", "[0, 1)", dropout=self.dropout, embed_dropout=self.embed_dropout)
+        _within("model", "[0, 1)", dropout=self.dropout, embed_dropout=self.embed_dropout,
+                output_dropout=self.output_dropout)
         _one_of("model", ATTENTION_QUERIES, attention_query=self.attention_query)
         _one_of("model", DECODERS, decoder=self.decoder)
         if self.decoder == "parallel" and self.input_feeding:
@@ -254,11 +278,11 @@ class TrainConfig:
     min_lr: float = 0.0
     lr_decay_factor: float = 0.5  # plateau: lr *= factor ...
     lr_decay_patience: int = 2  # ... after this many validations without a better BLEU
-    epochs: int = 10
+    epochs: int | str = 10
     max_steps: int = 0  # 0: no step limit
     max_minutes: float = 0.0  # 0: no time limit; otherwise stop cleanly (validate, save) at the budget
     clip_grad: float = 1.0  # max gradient norm; 0 disables clipping
-    label_smoothing: float = 0.0
+    label_smoothing: float | str = 0.0
     # >0: an exponential moving average of the weights (Marian's exponential smoothing) is what validation,
     # best.pt and translation use; the raw weights keep training
     ema_decay: float = 0.0
@@ -283,6 +307,7 @@ class TrainConfig:
     init_from_sha256: str | None = None  # ... and its sha256
 
     def __post_init__(self) -> None:
+        _auto_or_number("train", self)
         _positive("train", batch_size=self.batch_size, lr=self.lr, epochs=self.epochs, log_every=self.log_every,
                   val_bleu_sentences=self.val_bleu_sentences, keep_last=self.keep_last,
                   val_beam_size=self.val_beam_size, val_max_pairs=self.val_max_pairs,
@@ -335,6 +360,14 @@ class Config:
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
 
+    def auto_keys(self) -> list[str]:
+        """The recipe's keys this config leaves to it (`auto`)."""
+        return [dotted for dotted in RECIPE_KEYS if self.value(dotted) == AUTO]
+
+    def value(self, dotted: str) -> Any:
+        section, key = dotted.split(".")
+        return getattr(getattr(self, section), key)
+
 
 def _check_type(value: Any, annotation: Any, key: str) -> Any:
     """Return `value` if it fits `annotation` (ints are accepted as floats), else raise."""
@@ -350,7 +383,8 @@ def _check_type(value: Any, annotation: Any, key: str) -> Any:
             return value
         if typing.get_origin(option) is list and isinstance(value, list) and all(isinstance(v, str) for v in value):
             return list(value)
-    names = " or ".join("null" if o is type(None) else o.__name__ for o in options)
+    names = " or ".join("null" if o is type(None) else "auto" if key in RECIPE_KEYS and o is str else o.__name__
+                        for o in options)
     raise ConfigError(f"{key} must be {names} (got {value!r})")
 
 

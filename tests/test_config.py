@@ -70,7 +70,7 @@ def test_overrides(tmp_path):
         load_config(path, ["lr=0.5"])
     with pytest.raises(ConfigError, match="unknown section 'optim'"):
         load_config(path, ["optim.lr=0.5"])
-    with pytest.raises(ConfigError, match="train.epochs must be int"):
+    with pytest.raises(ConfigError, match="train.epochs must be a number or auto"):
         load_config(path, ["train.epochs=many"])
 
 

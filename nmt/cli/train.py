@@ -119,7 +119,8 @@ def prepare(
     from nmt.data.corpus import resolve_corpus
     from nmt.data.prepare import ensure_prepared
     from nmt.training.job import DEFAULT_CONFIG
+    from nmt.training.recipe import fit_to_corpus
 
     setup_logging(quiet)
-    cfg = load_config(config or DEFAULT_CONFIG, list(set_ or []))
+    cfg = fit_to_corpus(load_config(config or DEFAULT_CONFIG, list(set_ or [])), data, quiet=quiet)
     typer.echo(ensure_prepared(resolve_corpus(data, cfg.data), cfg.data, quiet=quiet))

@@ -162,6 +162,13 @@ class LineReader:
             raise DataError(f"{self.path}: cannot read the corpus ({e})") from None
 
 
+def count_pairs(path: Path, cfg: DataConfig, at_most: int) -> int:
+    """The lines of the corpus that hold a pair (within data.num_pairs), counted no further than
+    `at_most`: what the recipe sizes a run by, read before the corpus is prepared."""
+    lines = itertools.islice(PairReader(path, cfg), min(at_most, cfg.num_pairs or at_most))
+    return sum(first is not None for _, first, _ in lines)
+
+
 def read_lines(path: Path) -> list[str]:
     """The lines of a tab-separated corpus, read from its zip (see `_zip_member`) or a text file."""
     return list(LineReader(path))

@@ -93,10 +93,11 @@ class AttentionDecoder(nn.Module):
 
     def __init__(self, vocab_size: int, embed_size: int, hidden_size: int, attention: str, pad_id: int,
                  attentional: bool, input_feeding: bool, tie_embeddings: bool, copy: CopyGate | None,
-                 attention_heads: int = 1, embed_dropout: float = 0.0):
+                 attention_heads: int = 1, embed_dropout: float = 0.0, output_dropout: float = 0.0):
         super().__init__()
         self.embedding = nn.Embedding(vocab_size, embed_size, padding_idx=pad_id)
         self.embed_dropout = nn.Dropout(embed_dropout)
+        self.output_dropout = nn.Dropout(output_dropout)  # on what the output projection reads, in training
         heads = {} if attention_heads == 1 else {"heads": attention_heads}  # (additive attention only)
         self.attention = ATTENTION[attention](hidden_size, hidden_size, hidden_size, **heads)
         self.layers()
@@ -166,7 +167,7 @@ class AttentionDecoder(nn.Module):
         def rows(x: torch.Tensor) -> torch.Tensor:  # (batch, tgt_len, ...) -> (rows, ...)
             return x.flatten(0, 1) if positions is None else x.flatten(0, 1).index_select(0, positions)
 
-        outputs = rows(hidden)
+        outputs = self.output_dropout(rows(hidden))
         logits = self.project(outputs)  # the output projection, the largest matrix product: once for all steps
         if self.copy is not None:
             copy_ids = state.copy_ids[:, None].expand(-1, tgt_in.shape[1], -1)
@@ -197,14 +198,15 @@ class Decoder(AttentionDecoder):
     def __init__(self, vocab_size: int, embed_size: int, hidden_size: int, num_layers: int,
                  dropout: float = 0.0, attention: str = "additive", pad_id: int = 0,
                  input_feeding: bool = False, tie_embeddings: bool = False, copy: CopyGate | None = None,
-                 attention_query: str = "previous", attention_heads: int = 1, embed_dropout: float = 0.0):
+                 attention_query: str = "previous", attention_heads: int = 1, embed_dropout: float = 0.0,
+                 output_dropout: float = 0.0):
         self.query_current = attention_query == "current"  # Luong's order: the LSTM reads no context
         feed_size = hidden_size if input_feeding else 0
         context_size = 0 if self.query_current else hidden_size
         self.layer_sizes = (context_size + embed_size + feed_size, hidden_size, num_layers, dropout)
         super().__init__(vocab_size, embed_size, hidden_size, attention, pad_id, attentional=input_feeding,
                          input_feeding=input_feeding, tie_embeddings=tie_embeddings, copy=copy,
-                         attention_heads=attention_heads, embed_dropout=embed_dropout)
+                         attention_heads=attention_heads, embed_dropout=embed_dropout, output_dropout=output_dropout)
 
     def layers(self) -> None:
         input_size, hidden_size, num_layers, dropout = self.layer_sizes

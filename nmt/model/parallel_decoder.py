@@ -33,13 +33,14 @@ class ParallelDecoder(AttentionDecoder):
     def __init__(self, vocab_size: int, embed_size: int, hidden_size: int, num_layers: int,
                  dropout: float = 0.0, attention: str = "additive", pad_id: int = 0,
                  tie_embeddings: bool = False, copy: CopyGate | None = None, attention_heads: int = 1,
-                 embed_dropout: float = 0.0, residual: bool = False, layer_norm: bool = False):
+                 embed_dropout: float = 0.0, residual: bool = False, layer_norm: bool = False,
+                 output_dropout: float = 0.0):
         self.layer_sizes = (embed_size, hidden_size, num_layers, layer_norm)
         self.dropout = dropout  # on each layer's output where it enters the layer above, as nn.LSTM's
         self.residual = residual
         super().__init__(vocab_size, embed_size, hidden_size, attention, pad_id, attentional=True,
                          input_feeding=False, tie_embeddings=tie_embeddings, copy=copy,
-                         attention_heads=attention_heads, embed_dropout=embed_dropout)
+                         attention_heads=attention_heads, embed_dropout=embed_dropout, output_dropout=output_dropout)
 
     def layers(self) -> None:
         embed_size, hidden_size, num_layers, layer_norm = self.layer_sizes

@@ -39,6 +39,7 @@ from nmt.training.board import Board
 from nmt.training.finetune import Parent
 from nmt.training.measured_precision import settle_precision
 from nmt.training.progress import LossWindow, Progress
+from nmt.training.recipe import fit_to_corpus
 from nmt.training.run_data import TrainingData, epoch_batches, load_data, write_run_files
 from nmt.training.schedule import LRSchedule
 from nmt.training.step import train_step
@@ -109,6 +110,7 @@ def setup(cfg: Config, out_dir: Path, data_path: str | None = None, resume: dict
     hardware.configure(cfg.train.threads)
     requested = cfg.train.precision
     device, cfg = resolve_runtime(cfg, world)
+    cfg = fit_to_corpus(cfg, data_path, world, quiet)
     data = load_data(cfg, data_path, out_dir, resume, world, quiet, parent.vocabularies() if parent else None)
     if resume is None and world.is_main:
         write_run_files(data, cfg, out_dir)

@@ -1,0 +1,112 @@
+"""The default recipe: what a config's `auto` keys become for the corpus a run trains on.
+
+configs/default.yaml leaves to the recipe the keys that depend on the corpus. They are decided
+once, when a new run starts (and by `nmt prepare`), from two facts: how many pairs the corpus
+holds and how long its training pairs are in pieces. The choice is logged in one line and written
+into the run's config.yaml as numbers, so the run can be repeated; a key the config or `--set`
+gives is never touched, and a resumed run keeps what it chose.
+
+- The size band (pairs, counted up to COUNT_UP_TO): a corpus below SMALL_CORPUS pairs (Multi30k's
+  29k captions) gets a smaller vocabulary, about one piece per PAIRS_PER_PIECE pairs, and the
+  regularization a small corpus needs: dropout between layers, on the embeddings and on the
+  decoder's outputs, and label smoothing (LIUM-CVC's Multi30k systems and OpenNMT-py drop out all
+  three places). From SMALL_CORPUS pairs on, the values measured on fra-eng's 162k pairs, which
+  no larger corpus has been measured against yet (docs/results.md).
+- data.max_len: the shortest length (pieces, <eos> included) that keeps all but MAX_DROPPED of the
+  training pairs, at most MAX_LEN_CAP for memory; on fra-eng that is the 26 it always had.
+- train.epochs: with a time budget, as many as fit (the budget and train.patience end the run);
+  without one, 10.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from nmt.config import AUTO, Config
+from nmt.data.corpus import count_pairs, resolve_corpus
+from nmt.data.prepared_corpus import PreparedCorpus
+from nmt.errors import DataError
+from nmt.training import distributed
+from nmt.training.run_data import prepared_once
+
+logger = logging.getLogger(__name__)
+
+COUNT_UP_TO = 1_000_000  # no band is decided above this, so a corpus of millions is not read to the end
+SMALL_CORPUS = 60_000
+PAIRS_PER_PIECE = 6
+MAX_DROPPED = 0.004
+MAX_LEN_CAP = 250  # pieces: a batch of 64 such pairs still fits a laptop's memory
+EPOCHS_WITH_BUDGET = 100
+EPOCHS_WITHOUT_BUDGET = 10
+
+
+@dataclass(frozen=True)
+class SizeBand:
+    name: str
+    vocab_size: int
+    dropout: float
+    embed_dropout: float
+    output_dropout: float
+    label_smoothing: float
+
+
+def size_band(pairs: int) -> SizeBand:
+    """The settings a corpus of `pairs` pairs trains with."""
+    if pairs < SMALL_CORPUS:
+        vocab = int(np.clip(round(pairs / PAIRS_PER_PIECE, -3), 1000, 8000))
+        return SizeBand(f"small (under {SMALL_CORPUS:,} pairs)", vocab, dropout=0.3, embed_dropout=0.2,
+                        output_dropout=0.3, label_smoothing=0.1)
+    return SizeBand(f"{SMALL_CORPUS:,} pairs or more", 8000, dropout=0.2, embed_dropout=0.0, output_dropout=0.0,
+                    label_smoothing=0.0)
+
+
+def max_len_for(lengths: np.ndarray, corpus: Path) -> int:
+    """The shortest data.max_len that keeps all but MAX_DROPPED of pairs of these `lengths` (the
+    longer side's pieces + <eos>), within MAX_LEN_CAP; refused where most pairs are over the cap."""
+    if not len(lengths):
+        raise DataError(f"{corpus}: no training pairs to train on; give a larger corpus with --data")
+    median = int(np.median(lengths))
+    if median > MAX_LEN_CAP:
+        raise DataError(f"{corpus}: half its training pairs are over {median} pieces, past the recipe's "
+                        f"{MAX_LEN_CAP}: is it split into sentences? Split it, or set data.max_len yourself")
+    return int(min(MAX_LEN_CAP, np.ceil(np.quantile(lengths, 1 - MAX_DROPPED, method="higher"))))
+
+
+def fit_to_corpus(cfg: Config, data_path: str | None, world: distributed.World = distributed.SINGLE,
+                  quiet: bool = False) -> Config:
+    """`cfg` with its `auto` keys decided for the corpus (unchanged where it has none)."""
+    auto = cfg.auto_keys()
+    if not auto:
+        return cfg
+    corpus = resolve_corpus(data_path, cfg.data)
+    pairs = count_pairs(corpus, cfg.data, COUNT_UP_TO)
+    band = size_band(pairs)
+    chosen: dict[str, Any] = {
+        "data.vocab_size": band.vocab_size, "model.dropout": band.dropout, "model.embed_dropout": band.embed_dropout,
+        "model.output_dropout": band.output_dropout, "train.label_smoothing": band.label_smoothing,
+        "train.epochs": EPOCHS_WITH_BUDGET if cfg.train.max_minutes else EPOCHS_WITHOUT_BUDGET}
+    cfg = settled(cfg, {key: chosen[key] for key in auto if key in chosen})
+    why = f"{'over ' if pairs >= COUNT_UP_TO else ''}{pairs:,} pairs: {band.name}"
+    if "data.max_len" in auto:
+        prepared = PreparedCorpus(prepared_once(corpus, cfg.data, None, world, quiet), cfg.data)
+        lengths = np.maximum(prepared.ids("train", "src").sizes(), prepared.ids("train", "tgt").sizes()) + 1
+        cfg = settled(cfg, {"data.max_len": max_len_for(lengths, corpus)})
+        why += f"; data.max_len keeps {np.mean(lengths <= cfg.data.max_len):.1%} of training pairs"
+    logger.info("recipe for %s: %s (%s)", corpus.name, ", ".join(f"{k}={cfg.value(k)}" for k in auto), why)
+    return cfg
+
+
+def settled(cfg: Config, values: dict[str, Any]) -> Config:
+    """`cfg` with these dotted keys set."""
+    sections: dict[str, dict[str, Any]] = {}
+    for dotted, value in values.items():
+        section, key = dotted.split(".")
+        sections.setdefault(section, {})[key] = value
+    return dataclasses.replace(cfg, **{name: dataclasses.replace(getattr(cfg, name), **changes)
+                                       for name, changes in sections.items()})

@@ -1,0 +1,175 @@
+"""The default recipe on corpora unlike the one it was tuned on: arms of configs/default.yaml
+trained for the same minutes, one after the other, on Multi30k (en->de, de->en) and on a 29k-pair
+random subset of fra-eng, scored as the papers score them.
+
+    python scripts/experiments/corpus_recipe.py multi30k-en-de --seeds 1 2
+    python scripts/experiments/corpus_recipe.py multi30k-de-en fra-eng-29k --arm recipe= --arm before=@before
+
+Corpora:
+- multi30k-en-de, multi30k-de-en: --multi30k DIR holds raw/{train,val,test_2016_flickr,
+  test_2017_flickr}.{en,de}[.gz] and tok/<set>.lc.norm.tok.{en,de} (github multi30k/dataset,
+  data/task1). Trained on train with val as the dev set; each test set is translated (beam 5)
+  and scored twice: as WMT16-18's multimodal papers score it (the output lowercased, punctuation
+  normalised and tokenized by Moses' rules (sacremoses), BLEU against the official lowercased
+  tokenised references, no further tokenization) and by sacreBLEU's standard (cased, detokenized,
+  13a) against the raw references.
+- fra-eng-29k: 29,000 pairs drawn (seed 1) from fra-eng's training split, written with fra-eng's
+  whole held-out splits to data/fra-eng-29k.tsv, so its test split is fra-eng's (`nmt eval --bleu`).
+- fra-eng: the whole corpus, `nmt eval --bleu` on its test split.
+
+An arm is NAME=KEY=VALUE[,KEY=VALUE...] (`--set` overrides; NAME= alone is the config as it is);
+`@before` stands for the keys the recipe decides, set as configs/default.yaml had them before it.
+Paired bootstrap (sacreBLEU, 1,000 samples) against the first arm. Runs go to
+runs/recipe/<corpus>/<arm>-s<seed>; a finished run is kept and skipped.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gzip
+import os
+import random
+import shutil
+import sys
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(REPO))
+
+from nmt.hardware import cpu_flags, cpu_name  # noqa: E402
+from scripts.experiments.budget_arms import parse_arm  # noqa: E402
+from scripts.experiments.domain_adaptation import corpus_lines, last_validation, nmt, scores, train  # noqa: E402
+
+# configs/default.yaml's values of the recipe's keys before the recipe (HEAD 7a01dab)
+BEFORE = ["data.vocab_size=8000", "data.max_len=26", "model.dropout=0.2", "model.embed_dropout=0.0",
+          "model.output_dropout=0.0", "train.label_smoothing=0.0", "train.epochs=10", "train.patience=0"]
+TEST_SETS = ("test_2016_flickr", "test_2017_flickr")
+
+
+def multi30k_files(folder: Path) -> Path:
+    """The raw files, unzipped beside their .gz where needed."""
+    raw = folder / "raw"
+    for packed in raw.glob("*.gz"):
+        if not packed.with_suffix("").exists():
+            with gzip.open(packed, "rb") as f, open(packed.with_suffix(""), "wb") as out:
+                shutil.copyfileobj(f, out)
+    missing = [f"{s}.{lang}" for s in ("train", "val", *TEST_SETS) for lang in ("en", "de")
+               if not (raw / f"{s}.{lang}").exists()]
+    if missing:
+        sys.exit(f"--multi30k {folder}: raw/{missing[0]} is missing (multi30k/dataset's data/task1)")
+    return raw
+
+
+def fra_eng_subset(corpus: Path, size: int, out: Path) -> Path:
+    """`size` pairs drawn from fra-eng's training split, then every held-out pair, as one file."""
+    if out.exists():
+        return out
+    from nmt.config import DataConfig
+    from nmt.data.corpus import split_pair
+    train, held_out = [], []
+    for line in corpus_lines(corpus):
+        fields = line.split("\t")
+        found = split_pair(fields[0], fields[1], DataConfig()) if len(fields) >= 2 else None
+        if found:
+            (train if found[0] == "train" else held_out).append(f"{fields[0]}\t{fields[1]}\n")
+    out.write_text("".join(random.Random(1).sample(train, size) + held_out), encoding="utf-8")
+    return out
+
+
+def moses_bleu(hyps: list[str], refs: list[str], lang: str):
+    """BLEU as the Multi30k papers score: lowercased, normalised, Moses-tokenized, against the
+    official tokenised references (already lowercased), with no tokenization of sacreBLEU's own."""
+    from sacremoses import MosesPunctNormalizer, MosesTokenizer
+    from sacrebleu.metrics import BLEU
+    normalizer, tokenizer = MosesPunctNormalizer(lang=lang), MosesTokenizer(lang=lang)
+    tokenized = [tokenizer.tokenize(normalizer.normalize(h.lower()), return_str=True) for h in hyps]
+    return tokenized, BLEU(tokenize="none", force=True)
+
+
+def paired(systems: dict[str, list[str]], refs: list[str], metric) -> dict[str, str]:
+    """Each system's score, and its difference and p against the first (paired bootstrap)."""
+    from sacrebleu.significance import PairedTest
+    names = list(systems)
+    if len(names) == 1:
+        return {names[0]: f"{metric.corpus_score(systems[names[0]], [refs]).score:.2f}"}
+    results = PairedTest(list(systems.items()), {"BLEU": metric}, [refs], test_type="bs", n_samples=1000)()[1]
+    out = {}
+    for i, name in enumerate(names):
+        score = results["BLEU"][i]
+        delta = "" if i == 0 else f" ({score.score - results['BLEU'][0].score:+.2f}, p = {score.p_value:.3f})"
+        out[name] = f"{score.score:.2f}{delta}"
+    return out
+
+
+def multi30k(src: str, tgt: str, runs: list[tuple[str, Path]], raw: Path, tok: Path) -> None:
+    from sacrebleu.metrics import BLEU
+    for test in TEST_SETS:
+        hyps = {}
+        for name, run in runs:
+            out = run / f"{test}.{tgt}.hyp"
+            if not out.exists():
+                text = nmt("translate", "-c", str(run / "best.pt"), "--input", str(raw / f"{test}.{src}"), "-q")
+                out.write_text(text, encoding="utf-8")
+            hyps[name] = out.read_text(encoding="utf-8").splitlines()
+        tok_refs = (tok / f"{test}.lc.norm.tok.{tgt}").read_text(encoding="utf-8").splitlines()
+        raw_refs = (raw / f"{test}.{tgt}").read_text(encoding="utf-8").splitlines()
+        tokenized = {}
+        for name, h in hyps.items():
+            tokenized[name], metric = moses_bleu(h, tok_refs, tgt)
+        papers = paired(tokenized, tok_refs, metric)
+        standard = paired(hyps, raw_refs, BLEU())
+        print(f"\n{test} ({src}->{tgt}), beam 5: lowercased Moses-tokenized BLEU | sacreBLEU standard")
+        for name, run in runs:
+            last = last_validation(run)
+            print(f"| {name} | {run.name} | {last['step']:,} steps | {papers[name]} | {standard[name]} |", flush=True)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("corpora", nargs="+", choices=["multi30k-en-de", "multi30k-de-en", "fra-eng-29k", "fra-eng"])
+    parser.add_argument("--arm", action="append", help="NAME=KEY=VALUE[,...]; default: recipe= and before=@before")
+    parser.add_argument("--seeds", type=int, nargs="+", default=[1])
+    parser.add_argument("--minutes", type=float, default=30)
+    parser.add_argument("--multi30k", type=Path, default=Path("data/multi30k"))
+    parser.add_argument("--fra-eng", type=Path, default=Path(os.environ.get("NMT_CORPUS", "data/fra-eng.zip")))
+    args = parser.parse_args()
+    os.chdir(REPO)
+    arms = [parse_arm(a) for a in (args.arm or ["recipe=", "before=@before"])]
+    arms = [(name, [c for change in changes for c in (BEFORE if change == "@before" else [change])])
+            for name, changes in arms]
+    flags = " ".join(f for f in ("avx2", "avx512f", "avx512_bf16", "amx_bf16") if f in cpu_flags())
+    print(f"CPU: {cpu_name()} ({flags}; ONEDNN_MAX_CPU_ISA={os.environ.get('ONEDNN_MAX_CPU_ISA', 'all')})",
+          flush=True)
+    for corpus in args.corpora:
+        if corpus.startswith("multi30k"):
+            src, tgt = corpus.split("-")[1:]
+            raw = multi30k_files(args.multi30k)
+            data = ["--data", str(raw / "train"), "--valid", str(raw / "val"), "--test", str(raw / TEST_SETS[0]),
+                    "--set", "data.src_lang=en", "--set", "data.tgt_lang=de"]
+            data += ["--set", "data.reverse=true"] if src == "de" else []
+        else:
+            path = args.fra_eng if corpus == "fra-eng" else fra_eng_subset(args.fra_eng, 29_000,
+                                                                           Path("data/fra-eng-29k.tsv"))
+            data = ["--data", str(path)]
+        for seed in args.seeds:
+            runs = []
+            for name, changes in arms:
+                run = Path("runs/recipe") / corpus / f"{name}-s{seed}"
+                sets = [a for c in [*changes, f"train.seed={seed}"] for a in ("--set", c)]
+                train(run, *data, "--max-minutes", str(args.minutes), *sets)
+                runs.append((name, run))
+            print(f"\n## {corpus}, seed {seed}, {args.minutes:g} minutes (p: paired bootstrap against {arms[0][0]})")
+            if corpus.startswith("multi30k"):
+                multi30k(src, tgt, runs, raw, args.multi30k / "tok")
+                continue
+            report = nmt("eval", "--bleu", *[a for _, run in runs for a in ("-c", str(run))], *data[:2])
+            print(report, flush=True)
+            found = scores(report)
+            for name, run in runs:
+                s, last = found[str(run / "best.pt")], last_validation(run)
+                print(f"| {name} | {last['step']:,} steps | {s['bleu']} / {s['chrf']} | "
+                      f"{s.get('d_bleu', '')} {s.get('p_bleu', '')} |", flush=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -230,9 +230,6 @@ class ModelConfig:
     # parallel: the bottom layer reads the embeddings only and attention is computed from its outputs,
     # so training runs each layer once over the whole target (OpenNMT-py's StdRNNDecoder, RNMT+)
     decoder: str = "stepwise"
-    residual: bool = False  # parallel: each upper decoder layer adds its input from below to its output
-    layer_norm: bool = False  # parallel: layer normalisation of each decoder layer's output
-    attention_heads: int = 1  # >1: multi-head additive attention (RNMT+), each head its slice of the units
     embed_dropout: float | str = 0.0  # dropout on the source and target embeddings (RNMT+)
     # dropout on the decoder's outputs where they enter the output projection (OpenNMT-py's dropout on the
     # attentional output; LIUM-CVC's 0.5 on Multi30k): the regularizer a small corpus needs most
@@ -241,7 +238,7 @@ class ModelConfig:
     def __post_init__(self) -> None:
         _auto_or_number("model", self)
         _positive("model", embed_size=self.embed_size, hidden_size=self.hidden_size,
-                  num_layers=self.num_layers, attention_heads=self.attention_heads)
+                  num_layers=self.num_layers)
         _at_least("model", 0, init_uniform=self.init_uniform)
         _within("model", "[0, 1)", dropout=self.dropout, embed_dropout=self.embed_dropout,
                 output_dropout=self.output_dropout)
@@ -250,11 +247,6 @@ class ModelConfig:
         if self.decoder == "parallel" and self.input_feeding:
             raise ConfigError("model.decoder: parallel feeds nothing back from one position to the next: "
                               "set model.input_feeding: false (it always attends from its bottom layer's output)")
-        if self.attention_heads > 1 and (self.attention != "additive" or self.hidden_size % self.attention_heads):
-            raise ConfigError(f"model.attention_heads: {self.attention_heads} needs model.attention: additive and a "
-                              f"model.hidden_size it divides (got {self.attention}, {self.hidden_size})")
-        if self.decoder == "stepwise" and (self.residual or self.layer_norm):
-            raise ConfigError("model.residual and model.layer_norm belong to model.decoder: parallel")
         if self.decoder == "stepwise" and self.attention_query == "current" and not self.input_feeding:
             raise ConfigError("model.attention_query: current needs model.input_feeding: true (the attentional "
                               "output is where the new context meets the LSTM's output)")
@@ -406,6 +398,21 @@ def _build_section(cls: type, raw: Any, section: str) -> Any:
 
 
 SECTIONS = {"data": DataConfig, "model": ModelConfig, "train": TrainConfig, "decode": DecodeConfig}
+# Keys that were measured to lose everywhere and removed (docs/results.md keeps the measurements), with the
+# value every run saved while they existed holds unless it asked for them: such a run still loads.
+REMOVED = {"model.residual": False, "model.layer_norm": False, "model.attention_heads": 1}
+
+
+def _without_removed(raw: dict[str, Any]) -> dict[str, Any]:
+    """`raw` without the removed keys that hold their old default; one that does not is refused."""
+    raw = {k: dict(v) if isinstance(v, dict) else v for k, v in raw.items()}
+    for dotted, default in REMOVED.items():
+        section, key = dotted.split(".")
+        if isinstance(raw.get(section), dict) and key in raw[section]:
+            if raw[section].pop(key) != default:
+                raise ConfigError(f"{dotted} was removed (it lost at 5 and 30 minutes on every seed: docs/results.md); "
+                                  f"a run trained with it needs nmt from before 2026-11-27; in a config, delete the key")
+    return raw
 
 
 def config_from_dict(raw: Any) -> Config:
@@ -418,6 +425,7 @@ def config_from_dict(raw: Any) -> Config:
         if required not in raw:
             raise ConfigError(f"missing required section `{required}` (a config without model and data, "
                               f"such as configs/finetune.yaml, goes with --init-from RUN, which gives them)")
+    raw = _without_removed(raw)
     return Config(**{name: _build_section(cls, raw[name] if raw[name] is not None else {}, name)
                      for name, cls in SECTIONS.items() if name in raw})
 

@@ -37,7 +37,11 @@ class Glossary:
         path = Path(path)
         if not path.is_file():
             raise NmtError(f"glossary {path} not found: give a file of source term<TAB>target term lines")
-        return cls.parse(path.read_text(encoding="utf-8").splitlines(), str(path))
+        try:  # utf-8-sig: a spreadsheet's "UTF-8 TSV" begins with a byte-order mark, not part of its first term
+            text = path.read_text(encoding="utf-8-sig")
+        except UnicodeDecodeError as e:
+            raise NmtError(f"glossary {path} is not UTF-8 (byte {e.start}: {e.reason}); save it as UTF-8 text") from None
+        return cls.parse(text.splitlines(), str(path))
 
     @classmethod
     def parse(cls, lines: Iterable[str], where: str = "glossary") -> Glossary:

@@ -80,6 +80,7 @@ class OnnxSeq2Seq:
         # What the step reads of the state (dot attention, say, never reads the prepared keys).
         inputs = {i.name for i in self.shared["decoder"].get_inputs()}
         self.step_inputs = [name for name in self.names if name in inputs]
+        self.reads_named = "named" in inputs  # exports before 2026-11-27 rank every token instead
         self.vocab_size, self.banned_id = manifest.vocab_size, manifest.banned_id
 
     @staticmethod
@@ -127,20 +128,27 @@ class OnnxSeq2Seq:
         """`Seq2Seq.candidates`, run by ONNX Runtime. The graph holds the <eos> id and the banned id
         it was exported with: search bans that one (attention, which reads only the weights, may
         pass None). The graph always ranks; for k None its ranking of every token is put back in
-        vocabulary order, as the PyTorch model gives it; with `also`, the graph ranks every token
-        (it returns no whole distribution) and the k best and the named ones are read from that."""
+        vocabulary order, as the PyTorch model gives it. The `also` tokens' log-probabilities come
+        from the graph beside its k best; an export made before it could (no `named` input) ranks
+        every token instead, and the k best and the named ones are read from that."""
         if banned_id not in (None, self.banned_id):
             raise ValueError(f"this export bans id {self.banned_id}, not {banned_id}")
-        whole = k is None or also is not None
+        whole = k is None or (also is not None and not self.reads_named)
         feeds = {"prev_ids": prev_ids.numpy(), "k": np.array(self.vocab_size if whole else min(k, self.vocab_size))}
+        if self.reads_named:  # (<eos>, whose log-probability is read anyway, stands in for no named token)
+            named = also if also is not None else torch.full((len(prev_ids), 1), eos_id, dtype=torch.long)
+            feeds["named"] = named.contiguous().numpy()
         feeds.update((name, x.contiguous().numpy()) for name, x in zip(self.step_inputs,
                                                                         flat_state(state, self.step_inputs)))
-        top, ids, eos, weights, *changed = (torch.from_numpy(x) for x in self.session("decoder").run(None, feeds))
+        top, ids, eos, *rest = (torch.from_numpy(x) for x in self.session("decoder").run(None, feeds))
+        named_scores, weights, *changed = rest if self.reads_named else (None, *rest)
         new = dict(zip(self.changed, changed))
         state = replace(state, hidden=(new["h"], new["c"]), feed=new.get("feed"))
         if whole:  # every token's log-probability, in vocabulary order
             full = torch.empty_like(top).scatter_(1, ids, top)
-            top, ids = with_named(*ranked(full, k), full, also)
+            top, ids = with_named(*ranked(full, k), full, also if not self.reads_named else None)
+        if also is not None and self.reads_named:
+            top, ids = torch.cat((top, named_scores), 1), torch.cat((ids, also), 1)
         return top, ids, eos, state, weights
 
 

@@ -34,6 +34,7 @@ from nmt.errors import NmtError
 from nmt.model.checkpoint import load_model
 from nmt.model.decoder import DecoderState
 from nmt.model.runs import ensemble_members, resolve_checkpoint
+from nmt.model.seq2seq import ranked
 
 OPSET = 17
 ONNX_INSTALL = 'pip install -e ".[onnx]"'
@@ -118,19 +119,23 @@ class EncoderGraph(nn.Module):
 
 class DecoderGraph(nn.Module):
     """One decoding step as search reads it (`Seq2Seq.candidates`): prev_ids (batch,), k (a
-    scalar) and the state -> the k best log-probs and ids (batch, k), the log-prob of <eos>
-    (batch,), the attention (batch, src_len), the state's changing part (h, c and feed). The
-    banned id is in the weights (see `export_run`)."""
+    scalar), `named` (batch, m) token ids and the state -> the k best log-probs and ids (batch, k),
+    the log-prob of <eos> (batch,), the named tokens' log-probs (batch, m), the attention (batch,
+    src_len), the state's changing part (h, c and feed). The banned id is in the weights (see
+    `export_run`). `named` is what search's rules name (placeholders, digits, glossary terms): read
+    beside the k best, so a rule costs no ranking of the whole vocabulary."""
 
     def __init__(self, model: nn.Module, eos_id: int):
         super().__init__()
         self.model, self.eos_id, self.names = model, eos_id, state_names(model.decoder)
 
-    def forward(self, prev_ids: torch.Tensor, k: torch.Tensor, *state: torch.Tensor) -> tuple[torch.Tensor, ...]:
-        top, ids, eos, new, weights = self.model.candidates(prev_ids, unflat_state(dict(zip(self.names, state))),
-                                                            k, None, self.eos_id)
+    def forward(self, prev_ids: torch.Tensor, k: torch.Tensor, named: torch.Tensor, *state: torch.Tensor
+                ) -> tuple[torch.Tensor, ...]:
+        log_probs, new, weights = self.model.next_log_probs(prev_ids, unflat_state(dict(zip(self.names, state))),
+                                                            None)
+        top, ids = ranked(log_probs, k)  # as `Seq2Seq.candidates` reads them
         changed = (new.hidden[0], new.hidden[1]) + ((new.feed,) if new.feed is not None else ())
-        return (top, ids, eos, weights) + changed
+        return (top, ids, log_probs[:, self.eos_id], log_probs.gather(1, named), weights) + changed
 
 
 def changed_names(names: list[str]) -> list[str]:
@@ -185,12 +190,14 @@ def export_fp32(model: nn.Module, directory: Path, eos_id: int) -> None:
     with torch.no_grad():
         state = EncoderGraph(model)(src, src_lens)
     changed = changed_names(names)
-    outputs = ["top", "ids", "eos", "attention"] + [f"{n}_out" for n in changed]
+    outputs = ["top", "ids", "eos", "named_scores", "attention"] + [f"{n}_out" for n in changed]
     out_axes = {"top": {0: "batch", 1: "k"}, "ids": {0: "batch", 1: "k"}, "eos": {0: "batch"},
-                "attention": {0: "batch", 1: "src_len"}, **{f"{n}_out": axes[n] for n in changed}}
-    args = (torch.full((batch,), 2), torch.tensor(2), *state)
-    _export(DecoderGraph(model, eos_id), args, directory / "decoder.onnx", ["prev_ids", "k"] + names,
-            outputs, {"prev_ids": {0: "batch"}, **{n: axes[n] for n in names}, **out_axes})
+                "named_scores": {0: "batch", 1: "named"}, "attention": {0: "batch", 1: "src_len"},
+                **{f"{n}_out": axes[n] for n in changed}}
+    args = (torch.full((batch,), 2), torch.tensor(2), torch.full((batch, 2), eos_id), *state)
+    _export(DecoderGraph(model, eos_id), args, directory / "decoder.onnx", ["prev_ids", "k", "named"] + names,
+            outputs, {"prev_ids": {0: "batch"}, "named": {0: "batch", 1: "named"}, **{n: axes[n] for n in names},
+                      **out_axes})
 
 
 def split_gemms(graph_proto) -> None:

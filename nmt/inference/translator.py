@@ -16,6 +16,7 @@ import dataclasses
 import itertools
 import logging
 import math
+import re
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import NamedTuple
@@ -28,7 +29,7 @@ from nmt.data.protected_numbers import Number, SpanRule
 from nmt.data.tokenizer import Tokenizer, WordTokenizer, legacy_form
 from nmt.data.vocab import EOS, Vocab
 from nmt.errors import NmtError
-from nmt.inference.constraints import sentence_rules
+from nmt.inference.constraints import Rules, sentence_rules
 from nmt.inference.ensemble import Ensemble
 from nmt.inference.engines import engine_device, map_batches, torch_threads
 from nmt.inference.onnx_engine import OnnxSeq2Seq, load_engine
@@ -40,6 +41,7 @@ from nmt.model import Seq2Seq
 from nmt.model.checkpoint import LoadedModel, load_models
 
 logger = logging.getLogger(__name__)
+BYTE_PIECE = re.compile(r"<0x[0-9A-F]{2}>")  # SentencePiece's byte fallback: one byte of a character it has no piece for
 # a Glossary, a file's path or terms given as {source: target}; a list: one of those a text
 GlossaryLike = Glossary | dict[str, str] | str | list | None
 
@@ -102,45 +104,55 @@ def translation(tokenizer: Tokenizer, tokens: list[str], hyp: Hypothesis, number
                        word_scores(hyp.token_scores, words) if hyp.token_scores else [], [g for _, g in words])
 
 
-def prefix_ids(tokenizer: Tokenizer, vocab: Vocab, prefix: str | Sequence[str] | None, count: int
-               ) -> list[list[int]] | None:
-    """The target ids each of `count` outputs must start with: `prefix` (one for all, or one per
-    text) tokenized as the target is; None without one."""
-    prefixes = one_per_text(prefix, count)
-    return None if prefixes is None else [vocab.encode(tokens) for tokens in tokenizer.target_tokens(prefixes)]
+@dataclass(frozen=True)
+class Sentence:
+    """One input as search takes it: made once from its text and the caller's options
+    (`Translator.sentences`), then chunked, batched and decoded as one record."""
+    line: int  # its line in the whole input, which warnings name
+    ids: list[int]  # the source ids the model reads, <eos> last, cut to decode.max_input_len ([] for an empty text)
+    numbers: list[Number]  # data.protect: the numbers its placeholders stand for, restored in the output
+    rules: Rules  # its prefix, glossary terms and number placeholders (nmt.inference.constraints)
+    cap: int  # the most tokens its output may hold, <eos> excluded
 
 
-def one_per_text(prefix: str | Sequence[str] | None, count: int, texts: str = "sentences") -> list[str] | None:
-    """`prefix` for each of `count` texts: one string is every text's, a list gives one a text."""
-    if prefix is None:
-        return None
-    prefixes = [prefix] * count if isinstance(prefix, str) else list(prefix)
-    if len(prefixes) != count:
-        raise NmtError(f"{len(prefixes)} prefixes for {count} {texts}: give one for all, or one per text")
-    return prefixes
+def output_cap(src_len: int, rules: Rules, cfg: DecodeConfig, line: int) -> int:
+    """The most tokens an output may hold (<eos> excluded): decode.max_output_ratio times the
+    source's length (<eos> counted) plus decode.max_output_extra; with a prefix, room for it and as
+    much again after it; never less than the rules need (glossary terms past it: one warning)."""
+    cap = int(src_len * cfg.max_output_ratio) + cfg.max_output_extra
+    if rules.prefix:
+        cap = max(cap, len(rules.prefix) + cfg.max_output_extra)
+    if rules.least_length > cap:
+        if rules.terms:
+            logger.warning("line %d: its glossary terms need %d tokens, past the length cap of %d: the cap is "
+                           "raised", line, rules.least_length, cap)
+        cap = rules.least_length
+    return cap
 
 
-def glossary_terms(tokenizer: Tokenizer, vocab: Vocab, glossary: GlossaryLike, texts: Sequence[str],
-                   first_line: int = 1) -> list[list[list[int]]] | None:
-    """Each text's glossary terms as target ids, tokenized as the target is (None without a
-    glossary). A term with a piece the model cannot write is one warning, naming the line, and is
-    not asked for."""
-    if isinstance(glossary, list):
-        if len(glossary) != len(texts):
-            raise NmtError(f"{len(glossary)} glossaries for {len(texts)} sentences: give one for all, or one a text")
-        glossaries = [Glossary.of(g) for g in glossary]
-    else:
-        glossaries = [Glossary.of(glossary)] * len(texts)
-    if all(g is None for g in glossaries):
-        return None
+def one_per_text(given: object, count: int, what: str = "prefixes", texts: str = "sentences") -> list:
+    """`given` for each of `count` texts: a list (or tuple) gives one a text; anything else (one
+    prefix, one glossary, None) is every text's."""
+    values = list(given) if isinstance(given, (list, tuple)) else [given] * count
+    if len(values) != count:
+        raise NmtError(f"{len(values)} {what} for {count} {texts}: give one for all, or one per text")
+    return values
+
+
+def glossary_terms(tokenizer: Tokenizer, vocab: Vocab, glossaries: Sequence[Glossary | None], texts: Sequence[str],
+                   first_line: int = 1) -> list[list[list[int]]]:
+    """Each text's glossary terms as target ids, tokenized as the target is. A term with a piece the
+    model cannot write is one warning, naming the line, and is not asked for."""
     out = []
     for line, (text, terms_of) in enumerate(zip(texts, glossaries), first_line):
         found = terms_of.terms(text) if terms_of is not None else []
         kept = []
-        for term, ids in zip(found, map(vocab.encode, tokenizer.target_tokens(found) if found else [])):
-            if not ids or vocab.unk_id in ids:
-                logger.warning("line %d: glossary term '%s' holds a piece outside the target vocabulary; "
-                               "it is not enforced", line, term)
+        for term, tokens in zip(found, tokenizer.target_tokens(found) if found else []):
+            ids = vocab.encode(tokens)
+            if not ids or vocab.unk_id in ids or any(BYTE_PIECE.fullmatch(t) for t in tokens):
+                # (byte pieces: characters the model never learned to write, forced byte by byte)
+                logger.warning("line %d: glossary term '%s' holds a character the target vocabulary cannot write "
+                               "as a piece; it is not enforced", line, term)
             else:
                 kept.append(ids)
         out.append(kept)
@@ -174,14 +186,16 @@ def shown(tokenizer: Tokenizer, src_tokens: list[str], out_tokens: list[str], we
 
 def score_given(translator: Translator, texts: Sequence[str], outputs: Sequence[str]) -> list[Translation]:
     """`Translator.score`: forced decoding of given outputs, batched by source length."""
-    tokenizer, vocab = translator.tokenizer, translator.tgt_vocab
+    tokenizer, vocab, limit = translator.tokenizer, translator.tgt_vocab, translator.cfg.max_input_len
     sources, targets, numbers = list(texts), list(outputs), [[] for _ in texts]
     if tokenizer.protector:  # numbers as placeholders where they match, as in training
         sources, targets = tokenizer.protector.protect_pairs(texts, outputs)
         numbers = [tokenizer.protector.numbers(t) if s != t else [] for s, t in zip(sources, texts)]
+    src_ids = [source_ids(tokens, translator.src_vocab, limit) if tokens else []
+               for tokens in tokenizer.source_tokens(sources)]
     out_ids = [vocab.encode(t) for t in tokenizer.target_tokens(targets)]
     results = [Translation("", "", math.nan, []) for _ in texts]
-    for i, (scores, _) in forced_batches(translator, tokenizer.source_tokens(sources), out_ids).items():
+    for i, (scores, _) in forced_batches(translator, src_ids, out_ids).items():
         hyp = hypothesis(out_ids[i], sum(scores), translator.cfg.length_penalty, scores)
         results[i] = translation(tokenizer, vocab.decode(out_ids[i]), hyp, numbers[i])
     return results
@@ -190,30 +204,27 @@ def score_given(translator: Translator, texts: Sequence[str], outputs: Sequence[
 def alignments(translator: Translator, texts: Sequence[str], translations: Sequence[Translation]
                ) -> list[list[tuple[int, int]]]:
     """Hard word alignments of translations of `texts` (their own tokens: from any search)."""
-    sources, numbers = protected_sources(translator.tokenizer, texts)
-    src_tokens = translator.tokenizer.source_tokens(sources)
+    sentences = translator.sentences(texts)
     out_ids = [translator.tgt_vocab.encode(t.tokens) for t in translations]
-    found = forced_batches(translator, src_tokens, out_ids, scored=False)
+    found = forced_batches(translator, [s.ids for s in sentences], out_ids, scored=False)
     out: list[list[tuple[int, int]]] = [[] for _ in texts]
     for i, (_, weights) in found.items():
-        src = [translator.src_vocab.itos[x] for x in source_ids(src_tokens[i], translator.src_vocab,
-                                                                 translator.cfg.max_input_len)]
-        attention = shown(translator.tokenizer, src, translations[i].tokens + [EOS], weights, numbers[i])
+        src = [translator.src_vocab.itos[x] for x in sentences[i].ids]
+        attention = shown(translator.tokenizer, src, translations[i].tokens + [EOS], weights, sentences[i].numbers)
         out[i] = attention.alignment(translations[i])
     return out
 
 
-def forced_batches(translator: Translator, src_tokens: Sequence[list[str]], out_ids: Sequence[list[int]],
+def forced_batches(translator: Translator, src_ids: Sequence[list[int]], out_ids: Sequence[list[int]],
                    scored: bool = True) -> dict[int, tuple[list[float], torch.Tensor]]:
-    """`search.forced` over many sentences, batched by source length: per non-empty source, its
-    output's token scores (where `scored`) and attention weights."""
+    """`search.forced` over many sentences (source ids, <eos> last), batched by source length: per
+    non-empty source, its output's token scores (where `scored`) and attention weights."""
     vocab = translator.tgt_vocab
-    batches = by_length(src_tokens, translator.cfg.batch_size)
+    batches = by_length(src_ids, translator.cfg.batch_size)
 
     def decode(indices: list[int]) -> list[tuple[list[float], torch.Tensor]]:
-        ids = [source_ids(src_tokens[i], translator.src_vocab, translator.cfg.max_input_len) for i in indices]
-        src = pad(ids, translator.src_vocab.pad_id).to(translator.device)
-        lens = torch.tensor([len(x) for x in ids], device=translator.device)
+        src = pad([src_ids[i] for i in indices], translator.src_vocab.pad_id).to(translator.device)
+        lens = torch.tensor([len(src_ids[i]) for i in indices], device=translator.device)
         return forced(translator.model, src, lens, vocab.bos_id, vocab.eos_id, [out_ids[i] for i in indices],
                       translator.banned_id, scored)
 
@@ -221,15 +232,10 @@ def forced_batches(translator: Translator, src_tokens: Sequence[list[str]], out_
     return dict(zip(itertools.chain(*batches), itertools.chain(*decoded)))
 
 
-def by_length(sources: Sequence[list[str]], size: int) -> list[list[int]]:
+def by_length(sources: Sequence[Sequence], size: int) -> list[list[int]]:
     """The indices of the non-empty sources in batches of `size`, sorted by length: little padding."""
     order = sorted((i for i, s in enumerate(sources) if s), key=lambda i: len(sources[i]))
     return [order[start: start + size] for start in range(0, len(order), size)]
-
-
-def output_caps(src_lens: torch.Tensor, cfg: DecodeConfig) -> torch.Tensor:
-    """The most tokens to produce for each source length (<eos> not counted)."""
-    return (src_lens.float() * cfg.max_output_ratio).long() + cfg.max_output_extra
 
 
 class Translator:
@@ -287,13 +293,29 @@ class Translator:
         with a beam of at least `n`, or with `sample`, n drawn samples (best first by their score).
         `first_line` numbers texts[0] in the warnings."""
         texts = [texts] if isinstance(texts, str) else texts
+        sentences = self.sentences(texts, first_line, prefix, glossary)
+        return [[translation(self.tokenizer, self.tgt_vocab.decode(h.tokens), h, sentence.numbers) for h in hyps]
+                for hyps, sentence in zip(self._search(sentences, beam, n, sample), sentences)]
+
+    def sentences(self, texts: Sequence[str], first_line: int = 1, prefix: str | Sequence[str] | None = None,
+                  glossary: GlossaryLike = None) -> list[Sentence]:
+        """Each text as the record search takes: its source ids, numbers, rules and cap. `prefix`
+        and `glossary` are every text's, or a list of one a text; `first_line` numbers texts[0]."""
         sources, numbers = protected_sources(self.tokenizer, texts)
-        prefixes = prefix_ids(self.tokenizer, self.tgt_vocab, prefix, len(texts))
-        terms = glossary_terms(self.tokenizer, self.tgt_vocab, glossary, texts, first_line)
-        searched = self._search(self.tokenizer.source_tokens(sources), beam, n, first_line, numbers, prefixes,
-                                sample, terms)
-        return [[translation(self.tokenizer, self.tgt_vocab.decode(h.tokens), h, found) for h in hyps]
-                for hyps, found in zip(searched, numbers)]
+        prefixes = one_per_text(prefix, len(texts))
+        prefix_tokens = iter(self.tokenizer.target_tokens([p for p in prefixes if p is not None]))
+        shared = glossary if isinstance(glossary, list) else Glossary.of(glossary)  # a file read once, not once a text
+        glossaries = [Glossary.of(g) for g in one_per_text(shared, len(texts), "glossaries")]
+        terms = glossary_terms(self.tokenizer, self.tgt_vocab, glossaries, texts, first_line)
+        spans = rule(self.tokenizer, numbers, self.cfg.strict_numbers)
+        out = []
+        for i, tokens in enumerate(self.tokenizer.source_tokens(sources)):
+            line = first_line + i
+            ids = source_ids(tokens, self.src_vocab, self.cfg.max_input_len, line) if tokens else []
+            prefix_ids = self.tgt_vocab.encode(next(prefix_tokens)) if prefixes[i] is not None else ()
+            rules = sentence_rules(spans, i, prefix_ids, terms[i])
+            out.append(Sentence(line, ids, numbers[i], rules, output_cap(len(ids), rules, self.cfg, line)))
+        return out
 
     def score(self, texts: str | Sequence[str], outputs: str | Sequence[str]) -> list[Translation]:
         """The model's scores of given translations `outputs` of `texts` (forced decoding; the scale
@@ -314,11 +336,12 @@ class Translator:
         """`nbest` over an arbitrarily long stream, in chunks of `chunk_size` lines (default 16
         batches), in order, holding one chunk at a time: each chunk's texts and their n-best lists."""
         chunk_size = chunk_size or 16 * self.cfg.batch_size
-        glossary = glossary if isinstance(glossary, list) else Glossary.of(glossary)  # a file read once
+        per_line = isinstance(glossary, list)
         first_line = 1  # of the current chunk, so warnings name the line in the whole input
         lines = iter(lines)
         while chunk := list(itertools.islice(lines, chunk_size)):
-            yield chunk, self.nbest(chunk, n, beam, first_line, prefix, sample, glossary)
+            terms = glossary[first_line - 1:first_line - 1 + len(chunk)] if per_line else glossary
+            yield chunk, self.nbest(chunk, n, beam, first_line, prefix, sample, terms)
             first_line += len(chunk)
 
     def attention(self, text: str, output: Sequence[str] | None = None, beam: int | None = None) -> Attention:
@@ -326,8 +349,8 @@ class Translator:
         decode.beam_size), or behind a given `output` (the tokens of any Translation of it)."""
         if output is None:
             output = self.translations([text], beam)[0].tokens
-        (source,), (numbers,) = protected_sources(self.tokenizer, [text])
-        ids = source_ids(self.tokenizer.source_tokens([source])[0], self.src_vocab, self.cfg.max_input_len)
+        (sentence,) = self.sentences([text])
+        ids, numbers = sentence.ids or [self.src_vocab.eos_id], sentence.numbers
         out = self.tgt_vocab.encode(list(output))
         with torch_threads(self.model):
             weights = forced(self.model, torch.tensor([ids], device=self.device), torch.tensor([len(ids)]),
@@ -335,41 +358,28 @@ class Translator:
         return shown(self.tokenizer, [self.src_vocab.itos[i] for i in ids],
                      [self.tgt_vocab.itos[i] for i in out] + [EOS], weights, numbers)
 
-    def _search(self, sources: Sequence[list[str]], beam: int | None, nbest: int, first_line: int,
-                numbers: Sequence[list[Number]], prefixes: list[list[int]] | None,
-                sample: Sampling | None = None, terms: list[list[list[int]]] | None = None) -> list[list[Hypothesis]]:
-        """Token lists in; up to `nbest` scored hypotheses each, in input order ([] for an empty one)."""
+    def _search(self, sentences: Sequence[Sentence], beam: int | None, nbest: int, sample: Sampling | None = None
+                ) -> list[list[Hypothesis]]:
+        """Up to `nbest` scored hypotheses of each sentence, in input order ([] for an empty one),
+        decoded in batches of similar length."""
         beam = max(beam or self.cfg.beam_size, nbest)
-        results: list[list[Hypothesis]] = [[] for _ in sources]
-        batches = by_length(sources, self.cfg.batch_size)
-        decoded = map_batches(self.model, lambda indices: decode_batch(
-            self, sources, indices, beam, nbest, first_line, numbers, prefixes, terms, sample), batches)
+        results: list[list[Hypothesis]] = [[] for _ in sentences]
+        batches = by_length([s.ids for s in sentences], self.cfg.batch_size)
+        decoded = map_batches(self.model, lambda indices: self._decode([sentences[i] for i in indices], beam, nbest,
+                                                                       sample), batches)
         for i, hyps in zip(itertools.chain(*batches), itertools.chain(*decoded)):
             results[i] = hyps
         return results
 
-
-def decode_batch(translator: Translator, sources: Sequence[list[str]], indices: list[int], beam: int, nbest: int,
-                 first_line: int, numbers: Sequence[list[Number]], prefixes: list[list[int]] | None,
-                 terms: list[list[list[int]]] | None, sample: Sampling | None = None) -> list[list[Hypothesis]]:
-    """One batch of `sources` (those at `indices`) searched (greedy, beam) or sampled, under each
-    sentence's rules: its numbers, prefix and glossary terms."""
-    t, cfg = translator, translator.cfg
-    ids = [source_ids(sources[i], t.src_vocab, cfg.max_input_len, first_line + i) for i in indices]
-    src = pad(ids, t.src_vocab.pad_id).to(t.device)
-    src_lens = torch.tensor([len(x) for x in ids], device=t.device)
-    caps, bos, eos = output_caps(src_lens, cfg), t.tgt_vocab.bos_id, t.tgt_vocab.eos_id
-    if prefixes is not None:  # room for the prefix and as much after it as any output gets
-        caps = torch.maximum(caps, torch.tensor([len(prefixes[i]) for i in indices], device=caps.device)
-                             + cfg.max_output_extra)
-    spans = rule(t.tokenizer, [numbers[i] for i in indices], cfg.strict_numbers)
-    rules = [sentence_rules(spans, j, prefixes[i] if prefixes else (), terms[i] if terms else ())
-             for j, i in enumerate(indices)]
-    for i, sentence, cap in zip(indices, rules, caps.tolist()):
-        if terms and terms[i] and sentence.least_length > cap:
-            logger.warning("line %d: its glossary terms need %d tokens, past the length cap of %d: the cap is raised",
-                           first_line + i, sentence.least_length, cap)
-    if sample is not None:
-        return samples(t.model, src, src_lens, bos, eos, caps, nbest, sample, rules, t.banned_id, cfg.length_penalty)
-    return search(t.model, src, src_lens, bos, eos, caps, Beam(beam), rules, t.banned_id, cfg.length_penalty, nbest)
-
+    def _decode(self, batch: Sequence[Sentence], beam: int, nbest: int, sample: Sampling | None
+                ) -> list[list[Hypothesis]]:
+        """One batch searched (greedy, beam) or sampled, each sentence under its own rules and cap."""
+        src = pad([s.ids for s in batch], self.src_vocab.pad_id).to(self.device)
+        src_lens = torch.tensor([len(s.ids) for s in batch], device=self.device)
+        caps = torch.tensor([s.cap for s in batch], device=self.device)
+        rules, bos, eos = [s.rules for s in batch], self.tgt_vocab.bos_id, self.tgt_vocab.eos_id
+        if sample is not None:
+            return samples(self.model, src, src_lens, bos, eos, caps, nbest, sample, rules, self.banned_id,
+                           self.cfg.length_penalty)
+        return search(self.model, src, src_lens, bos, eos, caps, Beam(beam), rules, self.banned_id,
+                      self.cfg.length_penalty, nbest)

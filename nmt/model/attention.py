@@ -41,19 +41,13 @@ def dot_scores(query: torch.Tensor, keys: torch.Tensor) -> torch.Tensor:
 
 
 class AdditiveAttention(nn.Module):
-    """Bahdanau's MLP score v^T tanh(W_q q + W_k k), seed 002's MLPAttention.
+    """Bahdanau's MLP score v^T tanh(W_q q + W_k k), seed 002's MLPAttention."""
 
-    With `heads` > 1, RNMT+'s multi-head additive attention: the `units` of tanh(W_q q + W_k k)
-    are cut into `heads` slices, each scored by its own v into its own softmax, and each head reads
-    its own slice of the values; the context is the heads' contexts side by side, the weights
-    returned (for alignments, copying and the page) their mean over the heads."""
-
-    def __init__(self, query_size: int, key_size: int, units: int, dropout: float = 0.0, heads: int = 1):
+    def __init__(self, query_size: int, key_size: int, units: int, dropout: float = 0.0):
         super().__init__()
         self.W_q = nn.Linear(query_size, units, bias=False)
         self.W_k = nn.Linear(key_size, units, bias=False)
-        self.v = nn.Linear(units // heads, heads, bias=False)  # one row a head: (1, units) with one head
-        self.heads = heads
+        self.v = nn.Linear(units, 1, bias=False)
         self.dropout = nn.Dropout(dropout)
 
     def prepare_keys(self, keys: torch.Tensor) -> torch.Tensor:
@@ -66,16 +60,9 @@ class AdditiveAttention(nn.Module):
         -> context (batch, queries, v), weights (batch, queries, keys)."""
         proj_keys = self.prepare_keys(keys) if prepared_keys is None else prepared_keys
         features = torch.tanh(self.W_q(query).unsqueeze(2) + proj_keys.unsqueeze(1))
-        if self.heads == 1:
-            scores = self.v(features).squeeze(-1)  # (batch, queries, keys)
-            weights = masked_softmax(scores, valid_lens, mask)
-            return torch.bmm(self.dropout(weights), values), weights
-        batch, queries, length, _ = features.shape
-        scores = torch.einsum("bqkhd,hd->bhqk", features.unflatten(-1, (self.heads, -1)), self.v.weight)
-        weights = masked_softmax(scores.flatten(1, 2), valid_lens, mask).view(batch, self.heads, queries, length)
-        head_values = values.unflatten(-1, (self.heads, -1)).transpose(1, 2)  # (batch, heads, keys, v / heads)
-        context = (self.dropout(weights) @ head_values).transpose(1, 2).flatten(2)
-        return context, weights.mean(1)
+        scores = self.v(features).squeeze(-1)  # (batch, queries, keys)
+        weights = masked_softmax(scores, valid_lens, mask)
+        return torch.bmm(self.dropout(weights), values), weights
 
 
 class DotAttention(nn.Module):

@@ -31,7 +31,7 @@ from torch import nn
 
 from nmt.model.attention import ATTENTION
 from nmt.model.copy import CopyGate, CopyScores
-from nmt.model.encoder import LSTMState
+from nmt.model.encoder import LSTMState, between_layers
 from nmt.model.unrolled import unrolled
 
 # The projection's row count is padded to a multiple of this: oneDNN keeps state per matrix
@@ -78,8 +78,7 @@ def lstm_cells_step(rnn: nn.LSTM, x: torch.Tensor, state: LSTMState) -> tuple[to
                                getattr(rnn, f"bias_hh_l{layer}"))
         hs.append(h)
         cs.append(c)
-        last = layer == rnn.num_layers - 1
-        x = h if last or not rnn.dropout else F.dropout(h, rnn.dropout, rnn.training)
+        x = h if layer == rnn.num_layers - 1 else between_layers(h, rnn.dropout, rnn.training)
     return x, (torch.stack(hs), torch.stack(cs))
 
 
@@ -93,13 +92,12 @@ class AttentionDecoder(nn.Module):
 
     def __init__(self, vocab_size: int, embed_size: int, hidden_size: int, attention: str, pad_id: int,
                  attentional: bool, input_feeding: bool, tie_embeddings: bool, copy: CopyGate | None,
-                 attention_heads: int = 1, embed_dropout: float = 0.0, output_dropout: float = 0.0):
+                 embed_dropout: float = 0.0, output_dropout: float = 0.0):
         super().__init__()
         self.embedding = nn.Embedding(vocab_size, embed_size, padding_idx=pad_id)
         self.embed_dropout = nn.Dropout(embed_dropout)
         self.output_dropout = nn.Dropout(output_dropout)  # on what the output projection reads, in training
-        heads = {} if attention_heads == 1 else {"heads": attention_heads}  # (additive attention only)
-        self.attention = ATTENTION[attention](hidden_size, hidden_size, hidden_size, **heads)
+        self.attention = ATTENTION[attention](hidden_size, hidden_size, hidden_size)
         self.layers()
         self.attentional = nn.Linear(2 * hidden_size, hidden_size, bias=False) if attentional else None
         self.input_feeding = input_feeding  # the state carries the last attentional output (`feed`)
@@ -120,6 +118,15 @@ class AttentionDecoder(nn.Module):
         feed = memory.new_zeros(memory.shape[0], self.out.in_features) if self.input_feeding else None
         copy_ids = None if self.copy is None else self.copy.copy_ids(src)
         return DecoderState(memory, self.attention.prepare_keys(memory), src_mask, hidden, feed, copy_ids)
+
+    def embed(self, ids: torch.Tensor) -> torch.Tensor:
+        """Target ids -> embeddings, with model.embed_dropout in training (teacher forcing and decoding alike)."""
+        return self.embed_dropout(self.embedding(ids))
+
+    def combine(self, output: torch.Tensor, context: torch.Tensor) -> torch.Tensor:
+        """The attentional layer: tanh(W [top LSTM output; context]) (`nmt.model.unrolled` computes
+        it features first)."""
+        return torch.tanh(self.attentional(torch.cat((output, context), dim=-1)))
 
     def attend(self, queries: torch.Tensor, state: DecoderState) -> tuple[torch.Tensor, torch.Tensor]:
         """queries (batch, steps, hidden) -> contexts (batch, steps, hidden), weights (batch, steps, src_len)."""
@@ -161,7 +168,7 @@ class AttentionDecoder(nn.Module):
         come only for those, as (len(positions), vocab): padding never reaches the large output
         projection and softmax.
         """
-        emb = self.embed_dropout(self.embedding(tgt_in))  # (batch, tgt_len, embed), looked up once for all steps
+        emb = self.embed(tgt_in)  # (batch, tgt_len, embed), looked up once for all steps
         hidden, state, weights = self.teacher_forced(emb, state)
 
         def rows(x: torch.Tensor) -> torch.Tensor:  # (batch, tgt_len, ...) -> (rows, ...)
@@ -182,7 +189,7 @@ class AttentionDecoder(nn.Module):
     def decode_step(self, prev_ids: torch.Tensor, state: DecoderState
                     ) -> tuple[torch.Tensor, DecoderState, torch.Tensor]:
         """prev_ids (batch,) -> logits (batch, vocab), new state, weights (batch, src_len)."""
-        emb = self.embedding(prev_ids)
+        emb = self.embed(prev_ids)
         output, state, weights = self.step(emb, state)
         logits = self.out(output)
         if self.copy is not None:
@@ -198,15 +205,14 @@ class Decoder(AttentionDecoder):
     def __init__(self, vocab_size: int, embed_size: int, hidden_size: int, num_layers: int,
                  dropout: float = 0.0, attention: str = "additive", pad_id: int = 0,
                  input_feeding: bool = False, tie_embeddings: bool = False, copy: CopyGate | None = None,
-                 attention_query: str = "previous", attention_heads: int = 1, embed_dropout: float = 0.0,
-                 output_dropout: float = 0.0):
+                 attention_query: str = "previous", embed_dropout: float = 0.0, output_dropout: float = 0.0):
         self.query_current = attention_query == "current"  # Luong's order: the LSTM reads no context
         feed_size = hidden_size if input_feeding else 0
         context_size = 0 if self.query_current else hidden_size
         self.layer_sizes = (context_size + embed_size + feed_size, hidden_size, num_layers, dropout)
         super().__init__(vocab_size, embed_size, hidden_size, attention, pad_id, attentional=input_feeding,
                          input_feeding=input_feeding, tie_embeddings=tie_embeddings, copy=copy,
-                         attention_heads=attention_heads, embed_dropout=embed_dropout, output_dropout=output_dropout)
+                         embed_dropout=embed_dropout, output_dropout=output_dropout)
 
     def layers(self) -> None:
         input_size, hidden_size, num_layers, dropout = self.layer_sizes
@@ -232,7 +238,7 @@ class Decoder(AttentionDecoder):
             context = context.squeeze(1)
         feed = None
         if self.attentional is not None:
-            output = feed = torch.tanh(self.attentional(torch.cat((output, context), dim=-1)))
+            output = feed = self.combine(output, context)
         return output, replace(state, hidden=hidden, feed=feed), weights.squeeze(1)
 
     def teacher_forced(self, emb: torch.Tensor, state: DecoderState

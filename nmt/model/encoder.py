@@ -4,12 +4,19 @@ bidirectional with a bridge that turns its final states into the decoder's initi
 from __future__ import annotations
 
 import torch
+import torch.nn.functional as F
 from torch import nn
 from torch.nn.utils.rnn import PackedSequence, pack_padded_sequence, pad_packed_sequence
 
 from nmt.hardware import to_device
 
 LSTMState = tuple[torch.Tensor, torch.Tensor]
+
+
+def between_layers(h: torch.Tensor, p: float, training: bool) -> torch.Tensor:
+    """Dropout on an LSTM layer's output where it enters the layer above (nn.LSTM's `dropout`), as
+    every arrangement of the decoder's layers applies it."""
+    return F.dropout(h, p, training) if p else h
 
 
 def pack_by_length(emb: torch.Tensor, lengths: torch.Tensor) -> tuple[PackedSequence, torch.Tensor]:

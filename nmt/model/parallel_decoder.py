@@ -10,11 +10,9 @@ for every position in one batched call, where the stepwise decoder makes a few h
 calls a batch. Decoding runs the same weights one position at a time through the same code, a
 sequence of length one (tests hold the two equal).
 
-Options of RNMT+, each a key of its own: `model.residual` adds each upper layer's input from
-below to its output; `model.layer_norm` normalises each layer's output (nn.LSTM's fused call
-leaves no room for normalising inside the cell, as RNMT+ does); `model.attention_heads` and
-`model.embed_dropout` (multi-head additive attention, dropout on both embeddings) belong to every
-arrangement and live with the attention and the embeddings.
+RNMT+'s residual connections, layer normalisation and multi-head additive attention lost at 5 and
+30 minutes on every seed and were removed (docs/results.md); its embedding dropout
+(`model.embed_dropout`) stays, with the embeddings every arrangement shares.
 """
 
 from __future__ import annotations
@@ -22,31 +20,28 @@ from __future__ import annotations
 from dataclasses import replace
 
 import torch
-import torch.nn.functional as F
 from torch import nn
 
 from nmt.model.copy import CopyGate
 from nmt.model.decoder import AttentionDecoder, DecoderState, lstm_cells_step
+from nmt.model.encoder import between_layers
 
 
 class ParallelDecoder(AttentionDecoder):
     def __init__(self, vocab_size: int, embed_size: int, hidden_size: int, num_layers: int,
                  dropout: float = 0.0, attention: str = "additive", pad_id: int = 0,
-                 tie_embeddings: bool = False, copy: CopyGate | None = None, attention_heads: int = 1,
-                 embed_dropout: float = 0.0, residual: bool = False, layer_norm: bool = False,
+                 tie_embeddings: bool = False, copy: CopyGate | None = None, embed_dropout: float = 0.0,
                  output_dropout: float = 0.0):
-        self.layer_sizes = (embed_size, hidden_size, num_layers, layer_norm)
+        self.layer_sizes = (embed_size, hidden_size, num_layers)
         self.dropout = dropout  # on each layer's output where it enters the layer above, as nn.LSTM's
-        self.residual = residual
         super().__init__(vocab_size, embed_size, hidden_size, attention, pad_id, attentional=True,
                          input_feeding=False, tie_embeddings=tie_embeddings, copy=copy,
-                         attention_heads=attention_heads, embed_dropout=embed_dropout, output_dropout=output_dropout)
+                         embed_dropout=embed_dropout, output_dropout=output_dropout)
 
     def layers(self) -> None:
-        embed_size, hidden_size, num_layers, layer_norm = self.layer_sizes
+        embed_size, hidden_size, num_layers = self.layer_sizes
         self.lstms = nn.ModuleList(nn.LSTM(embed_size if layer == 0 else 2 * hidden_size, hidden_size,
                                            batch_first=True) for layer in range(num_layers))
-        self.norms = nn.ModuleList(nn.LayerNorm(hidden_size) for _ in range(num_layers)) if layer_norm else None
 
     def run(self, emb: torch.Tensor, state: DecoderState, cells: bool = False
             ) -> tuple[torch.Tensor, DecoderState, torch.Tensor]:
@@ -63,15 +58,14 @@ class ParallelDecoder(AttentionDecoder):
             else:
                 output, final = rnn(x, begin)
             finals.append(final)
-            return output if self.norms is None else self.norms[layer](output)
+            return output
 
         below = lstm(0, emb)
         context, weights = self.attend(below, state)  # every position's query in one call
         for layer in range(1, len(self.lstms)):
-            inputs = torch.cat((F.dropout(below, self.dropout, self.training), context), dim=-1)
-            output = lstm(layer, inputs)
-            below = output + below if self.residual else output
-        output = torch.tanh(self.attentional(torch.cat((below, context), dim=-1)))
+            inputs = torch.cat((between_layers(below, self.dropout, self.training), context), dim=-1)
+            below = lstm(layer, inputs)
+        output = self.combine(below, context)
         hidden = (torch.cat([h for h, _ in finals]), torch.cat([c for _, c in finals]))
         return output, replace(state, hidden=hidden), weights
 

@@ -87,11 +87,11 @@ def build_model(cfg: ModelConfig, src_vocab: Vocab, tgt_vocab: Vocab) -> Seq2Seq
                       bidirectional=cfg.bidirectional, bridge=cfg.bridge, embed_dropout=cfg.embed_dropout)
     shared = dict(vocab_size=len(tgt_vocab), embed_size=cfg.embed_size, hidden_size=cfg.hidden_size,
                   num_layers=cfg.num_layers, dropout=cfg.dropout, attention=cfg.attention, pad_id=tgt_vocab.pad_id,
-                  tie_embeddings=cfg.tie_embeddings, attention_heads=cfg.attention_heads,
+                  tie_embeddings=cfg.tie_embeddings,
                   embed_dropout=cfg.embed_dropout, output_dropout=cfg.output_dropout,
                   copy=CopyGate(cfg.hidden_size, cfg.embed_size, src_vocab, tgt_vocab) if cfg.copy_attention else None)
     if cfg.decoder == "parallel":
-        decoder = ParallelDecoder(**shared, residual=cfg.residual, layer_norm=cfg.layer_norm)
+        decoder = ParallelDecoder(**shared)
     else:
         decoder = Decoder(**shared, input_feeding=cfg.input_feeding, attention_query=cfg.attention_query)
     if cfg.share_embeddings:  # one vocabulary for both languages: a name is one row for both sides

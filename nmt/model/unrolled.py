@@ -15,10 +15,9 @@ losses and gradients), with the same weights, but measured faster on an AVX2 CPU
 from __future__ import annotations
 
 import torch
-import torch.nn.functional as F
 from torch import nn
 
-from nmt.model.encoder import LSTMState
+from nmt.model.encoder import LSTMState, between_layers
 
 
 def lstm_gates(gates: torch.Tensor, c: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -67,13 +66,13 @@ def unrolled(decoder: nn.Module, emb: torch.Tensor, memory: torch.Tensor, prepar
             below = torch.cat((context, h[0]) if feed is None else (context, feed, h[0]), 0)
         h[0], c[0] = lstm_gates(torch.addmm(emb_gates[:, t], layer_weights[0], below), c[0])
         for layer in range(1, rnn.num_layers):
-            x = F.dropout(h[layer - 1], rnn.dropout, decoder.training) if rnn.dropout else h[layer - 1]
+            x = between_layers(h[layer - 1], rnn.dropout, decoder.training)
             gates = torch.addmm(layer_biases[layer], layer_weights[layer], torch.cat((x, h[layer]), 0))
             h[layer], c[layer] = lstm_gates(gates, c[layer])
         output = h[-1]
         if current:
             context, weights = attend(output)
-        if decoder.attentional is not None:
+        if decoder.attentional is not None:  # the decoder's `combine`, features first
             output = feed = torch.tanh(decoder.attentional.weight @ torch.cat((output, context), 0))
         outputs.append(output)
         attention.append(weights.squeeze(1))

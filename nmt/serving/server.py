@@ -136,12 +136,12 @@ class Service:
 
     def prefixes(self, prefix: str | list[str] | None, count: int) -> list[str] | None:
         """A request's prefixes, one per text (one string is every text's)."""
+        if prefix is None:
+            return None
         try:
-            prefixes = one_per_text(prefix, count, "texts")
+            prefixes = one_per_text(prefix, count, texts="texts")
         except NmtError as e:
             raise ApiError(422, f"prefix: {e}") from None
-        if prefixes is None:
-            return None
         if any(len(p) > self.settings.max_chars for p in prefixes):
             raise ApiError(413, f"prefix: over {self.settings.max_chars:,} characters")
         return prefixes

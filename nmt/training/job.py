@@ -16,7 +16,7 @@ from nmt.model.checkpoint import newest_good_checkpoint
 from nmt.model.runs import LAST, newest_run, prepare_run_dir
 from nmt.training import distributed
 from nmt.training.finetune import Parent, child_config, load_parent
-from nmt.training.loop import resolve_runtime
+from nmt.training.run_setup import resolve_runtime
 
 DEFAULT_CONFIG = Path("configs/default.yaml")
 

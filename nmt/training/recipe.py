@@ -28,7 +28,7 @@ from typing import Any
 
 import numpy as np
 
-from nmt.config import AUTO, Config
+from nmt.config import Config
 from nmt.data.corpus import count_pairs, resolve_corpus
 from nmt.data.prepared_corpus import PreparedCorpus
 from nmt.errors import DataError

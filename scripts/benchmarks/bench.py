@@ -244,7 +244,8 @@ def measure_nmt_decode(args) -> dict:
 def measure_seed_decode(args) -> dict:
     import seed_reference as seed
 
-    from nmt.inference.translator import output_caps
+    from nmt.inference.constraints import NO_RULES
+    from nmt.inference.translator import output_cap
 
     cfg, texts, words, src_vocab, tgt_vocab, tokenizer = _decode_inputs(args)
     sources = words if tokenizer is None else tokenizer.source_tokens(texts)
@@ -252,7 +253,7 @@ def measure_seed_decode(args) -> dict:
     torch.manual_seed(0)
     model = seed.build(len(src_vocab), len(tgt_vocab), m.embed_size, m.hidden_size, m.num_layers, m.dropout).eval()
     ids = [src_vocab.encode(s) + [src_vocab.eos_id] for s in sources]
-    caps = output_caps(torch.tensor([len(x) for x in ids]), d).tolist()  # nmt's own caps
+    caps = [output_cap(len(x), NO_RULES, d, 1) for x in ids]  # nmt's own caps
     seed.predict(model, ids[0], tgt_vocab.bos_id, tgt_vocab.eos_id, caps[0])  # warm-up
     start = time.perf_counter()
     out_tokens = sum(len(seed.predict(model, x, tgt_vocab.bos_id, tgt_vocab.eos_id, cap)) for x, cap in zip(ids, caps))

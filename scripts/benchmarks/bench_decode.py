@@ -1,7 +1,7 @@
 """Decoding speed of the three engines on the test split: PyTorch fp32 (`--engine torch`), ONNX
 Runtime fp32 (`onnx-fp32`) and ONNX Runtime int8 (`onnx`), one checkpoint, one run, one table.
 
-    python scripts/benchmarks/bench_decode.py [-c RUN] [--threads N] [--sentences N] [--latency N]
+    python scripts/benchmarks/bench_decode.py [-c RUN] [--data CORPUS] [--threads N] [--sentences N] [--latency N]
 
 For each engine: sentences/s of greedy search and of beam 5 over the test split's sources
 (length-sorted batches of decode.batch_size, as `nmt translate --input` and `nmt eval` decode),
@@ -115,6 +115,8 @@ def percentile(values: list[float], q: float) -> float:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("-c", "--checkpoint", default=None, help="run directory or checkpoint (default: newest run)")
+    parser.add_argument("--data", default=None, help="the corpus the run trained on (default: its data.path, "
+                        "$NMT_CORPUS, data/fra-eng.zip); its test split is decoded")
     parser.add_argument("--threads", type=int, default=os.cpu_count(), help="threads each engine decodes with")
     parser.add_argument("--sentences", type=int, default=0, help="test sources to decode (0: all)")
     parser.add_argument("--latency", type=int, default=200, help="sources timed one at a time")
@@ -127,7 +129,7 @@ def main() -> None:
     loaded = load_model(args.checkpoint)
     directory, manifest = current_export(loaded.path)
     data = loaded.cfg.data
-    refs = group_references(PreparedCorpus(ensure_prepared(resolve_corpus(None, data), data), data).pairs("test"))
+    refs = group_references(PreparedCorpus(ensure_prepared(resolve_corpus(args.data, data), data), data).pairs("test"))
     count = args.sentences or len(refs.sources)
     sources, references = refs.sources[:count], refs.references[:count]
     torch.set_num_threads(args.threads)  # the torch engine's, and what the ONNX sessions take for theirs

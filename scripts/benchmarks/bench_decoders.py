@@ -5,7 +5,7 @@ step time. An arm with train.accum_steps N steps once per N micro-batches, so th
 accumulation at one global batch is a run of arms too.
 
     python scripts/benchmarks/bench_decoders.py                   # configs/default.yaml, 2 threads
-    python scripts/benchmarks/bench_decoders.py --arm rnmt=model.decoder=parallel,model.input_feeding=false,model.residual=true,model.layer_norm=true
+    python scripts/benchmarks/bench_decoders.py --arm parallel=model.decoder=parallel,model.input_feeding=false,model.embed_dropout=0.1
     python scripts/benchmarks/bench_decoders.py --window-steps 4 --arm n1=train.batch_size=256 \
         --arm n2=train.batch_size=128,train.accum_steps=2 --arm n4=train.batch_size=64,train.accum_steps=4 \
         --arm n8=train.batch_size=32,train.accum_steps=8

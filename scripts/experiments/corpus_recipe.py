@@ -108,7 +108,7 @@ def multi30k(src: str, tgt: str, runs: list[tuple[str, Path]], raw: Path, tok: P
         for name, run in runs:
             out = run / f"{test}.{tgt}.hyp"
             if not out.exists():
-                text = nmt("translate", "-c", str(run / "best.pt"), "--input", str(raw / f"{test}.{src}"), "-q")
+                text = nmt("translate", "-c", str(run / "best.pt"), "--input", str(raw / f"{test}.{src}"))
                 out.write_text(text, encoding="utf-8")
             hyps[name] = out.read_text(encoding="utf-8").splitlines()
         tok_refs = (tok / f"{test}.lc.norm.tok.{tgt}").read_text(encoding="utf-8").splitlines()

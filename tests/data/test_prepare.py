@@ -22,7 +22,7 @@ from nmt.data.prepared_corpus import PreparedCorpus
 from nmt.data.vocab import Vocab
 from nmt.errors import DataError
 from nmt.training import distributed
-from nmt.training.loop import epoch_batches
+from nmt.training.run_data import epoch_batches
 from nmt.training.run_data import load_data
 
 WORD = DataConfig(min_freq=1, max_len=10)

@@ -9,7 +9,8 @@ import torch
 
 from nmt.config import load_config
 from nmt.training import distributed
-from nmt.training.loop import agree_to_stop, setup, train_batches
+from nmt.training.loop import agree_to_stop, train_batches
+from nmt.training.run_setup import setup
 from nmt.training.run_data import epoch_batches
 from nmt.training.stopping import StopSignals
 

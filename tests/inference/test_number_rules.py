@@ -7,6 +7,7 @@ import re
 import pytest
 import torch
 from conftest import toy_lines
+from helpers.engines import engines
 from helpers.number_models import (
     BOS,
     DIGIT_IDS,
@@ -115,14 +116,6 @@ def test_the_rules_tell_what_they_force_and_refuse():
     loose = rules_of(SpanRule(IDS, [2]))[0]
     assert rules.bank(done) == 2 and not loose.terms
     assert loose.step(fresh, written=0, room=8, eos_id=EOS).refused == frozenset(IDS) - {n1, n2}
-
-
-def engines(run) -> list[str]:
-    pytest.importorskip("onnxruntime")
-    from nmt.inference.onnx_export import export_run
-
-    export_run(run)
-    return ["torch", "onnx-fp32"]
 
 
 NINE = "I have 11 cats, 22 dogs, 33 birds, 44 cars, 55 boats, 66 houses, 77 apples, 88 teas and 99 days."

@@ -16,8 +16,8 @@ VARIANTS = {"seed": {},
             "luong-order": dict(embed_size=16, bidirectional=True, input_feeding=True, tie_embeddings=True,
                                 attention_query="current"),
             "parallel": dict(embed_size=16, bidirectional=True, tie_embeddings=True, decoder="parallel"),
-            "parallel-rnmt": dict(embed_size=16, num_layers=3, bidirectional=True, tie_embeddings=True,
-                                  decoder="parallel", residual=True, layer_norm=True, attention_heads=4)}
+            "parallel-3-layers": dict(embed_size=16, num_layers=3, bidirectional=True, tie_embeddings=True,
+                                      decoder="parallel")}
 variants = pytest.mark.parametrize("options", VARIANTS.values(), ids=VARIANTS.keys())
 
 
@@ -31,7 +31,7 @@ def _model(attention="additive", **options):
 def test_padding_does_not_change_a_sentence(options):
     """Packing and masking make a sentence's logits independent of how much the batch pads it
     (for a bidirectional encoder too, whose backward direction starts at the last real token)."""
-    for attention in ("additive", "dot") if options.get("attention_heads", 1) == 1 else ("additive",):
+    for attention in ("additive", "dot"):
         model = _model(attention, **options)
         src = torch.tensor([[5, 6, 7, 2]])
         padded = torch.tensor([[5, 6, 7, 2, 0, 0, 0], [8, 9, 10, 11, 12, 13, 2]])
@@ -221,10 +221,10 @@ def test_unrolled_training_loop_gives_the_step_loops_loss_and_gradients(options)
 
 
 @pytest.mark.parametrize("options", [dict(decoder="parallel", dropout=0.3),
-                                     dict(decoder="parallel", num_layers=3, residual=True, layer_norm=True, dropout=0.3,
-                                          attention_heads=4, embed_dropout=0.2),
+                                     dict(decoder="parallel", num_layers=3, dropout=0.3, embed_dropout=0.2,
+                                          output_dropout=0.3),
                                      dict(decoder="parallel", num_layers=1, copy_attention=True)],
-                         ids=["parallel", "parallel-rnmt", "parallel-copy"])
+                         ids=["parallel", "parallel-dropouts", "parallel-copy"])
 def test_parallel_decoder_trains_in_one_call_a_layer_as_it_decodes_step_by_step(options):
     """The parallel arrangement's teacher forcing (each LSTM layer called once over the target,
     attention for every position in one call) gives the log-probabilities of decoding one
@@ -252,14 +252,32 @@ def test_parallel_decoder_trains_in_one_call_a_layer_as_it_decodes_step_by_step(
     assert all(p.grad is not None and p.grad.abs().sum() > 0 for p in model.decoder.parameters())
 
 
+def _decoder_dropout_varies(model) -> bool:
+    """Whether two training-mode runs differ with the encoder held still: only the decoder's own
+    dropout can then make them differ."""
+    src, src_lens, tgt_in = torch.tensor([[5, 6, 7, 2]]), torch.tensor([4]), torch.tensor([[1, 9, 10, 11]])
+    model.train()
+    model.encoder.eval()
+    return not torch.equal(model(src, src_lens, tgt_in), model(src, src_lens, tgt_in))
+
+
 def test_the_parallel_decoders_dropout_is_between_layers_and_only_in_training():
     model = _model(decoder="parallel", dropout=0.5)
     src, src_lens, tgt_in = torch.tensor([[5, 6, 7, 2]]), torch.tensor([4]), torch.tensor([[1, 9, 10, 11]])
     assert torch.equal(model(src, src_lens, tgt_in), model(src, src_lens, tgt_in))
-    model.train()
-    assert not torch.equal(model(src, src_lens, tgt_in), model(src, src_lens, tgt_in))
-    one_layer = _model(decoder="parallel", dropout=0.5, num_layers=1).train()  # nothing between layers
-    assert torch.equal(one_layer(src, src_lens, tgt_in), one_layer(src, src_lens, tgt_in))
+    assert _decoder_dropout_varies(model)
+    assert not _decoder_dropout_varies(_model(decoder="parallel", dropout=0.5, num_layers=1))  # nothing between layers
+
+
+@pytest.mark.parametrize("decoder", ["stepwise", "parallel"])
+def test_output_dropout_drops_what_the_projection_reads_in_training_only(decoder):
+    options = dict(decoder=decoder, num_layers=1) | ({"input_feeding": True} if decoder == "stepwise" else {})
+    assert not _decoder_dropout_varies(_model(**options))
+    model = _model(**options, output_dropout=0.5)
+    assert _decoder_dropout_varies(model)
+    model.eval()
+    src, src_lens, tgt_in = torch.tensor([[5, 6, 7, 2]]), torch.tensor([4]), torch.tensor([[1, 9, 10, 11]])
+    assert torch.equal(model(src, src_lens, tgt_in), _model(**options)(src, src_lens, tgt_in))  # the same weights
 
 
 @pytest.mark.parametrize("smoothing", [0.0, 0.1])
@@ -275,25 +293,3 @@ def test_summed_cross_entropy_is_torchs_in_value_and_gradient(smoothing):
     loss = SummedCrossEntropy.apply(logits, targets, smoothing)
     grad, = torch.autograd.grad(loss * 0.3, logits)
     assert torch.allclose(loss, expected, rtol=1e-6) and torch.allclose(grad, expected_grad, atol=1e-7)
-
-
-def test_multi_head_additive_attention_is_each_heads_own_attention_side_by_side():
-    """Each head scores its slice of the units with its own v, over the unmasked keys only, and
-    reads its slice of the values; the weights returned are the heads' mean."""
-    from nmt.model.attention import AdditiveAttention, masked_softmax
-
-    torch.manual_seed(0)
-    heads, attention = 4, AdditiveAttention(6, 8, 8, heads=4)
-    query, keys = torch.randn(2, 3, 6), torch.randn(2, 5, 8)
-    mask = torch.tensor([[True] * 5, [True, True, True, False, False]])
-    context, weights = attention(query, keys, keys, mask=mask)
-    features = torch.tanh(attention.W_q(query).unsqueeze(2) + attention.W_k(keys).unsqueeze(1))
-    contexts, head_weights = [], []
-    for head in range(heads):
-        scores = features[..., 2 * head: 2 * head + 2] @ attention.v.weight[head]
-        w = masked_softmax(scores, mask=mask)
-        contexts.append(torch.bmm(w, keys[..., 2 * head: 2 * head + 2]))
-        head_weights.append(w)
-    assert torch.allclose(context, torch.cat(contexts, -1), atol=1e-6)
-    assert torch.allclose(weights, torch.stack(head_weights).mean(0), atol=1e-6)
-    assert torch.allclose(weights.sum(-1), torch.ones(2, 3)) and (weights[1, :, 3:] == 0).all()

@@ -2,10 +2,10 @@
 the one a batch holding them all would make, and a run stopped while accumulating resumes exactly."""
 
 import copy
+import os
 import signal
 import subprocess
 import sys
-import time
 
 import pytest
 import torch
@@ -19,7 +19,11 @@ from nmt.data.batches import collate, encode_pairs
 from nmt.data.corpus import Pair
 from nmt.data.vocab import Vocab
 from nmt.model import build_model
+from nmt.model.loss import batch_loss
+from nmt.training import step
+from nmt.training.loop import train
 from nmt.training.step import train_step
+from nmt.training.stopping import TrainingInterrupted
 
 
 def _model_and_data():
@@ -63,20 +67,29 @@ def _train(args, cwd):
     return proc.stderr
 
 
-def test_a_run_signalled_while_accumulating_resumes_exactly(tmp_path):
+def test_a_run_signalled_while_accumulating_resumes_exactly(tmp_path, monkeypatch):
     corpus = write_corpus_zip(tmp_path / "toy.zip", toy_lines())
     config = tmp_path / "accum.yaml"
     config.write_text(yaml.safe_dump(CONFIG), encoding="utf-8")
     log = _train([config, "--data", corpus, "--out", tmp_path / "reference"], tmp_path)
     assert "batches of 16 sentences x 3 accumulated (global batch 48 sentences)" in log
-    proc = subprocess.Popen([sys.executable, "-m", "nmt", "train", config, "--data", corpus, "--out",
-                             tmp_path / "stopped", "--quiet"], cwd=tmp_path, stderr=subprocess.PIPE, text=True)
-    deadline = time.monotonic() + 120
-    while not list((tmp_path / "stopped").glob("ckpt-*.pt")) and time.monotonic() < deadline:
-        time.sleep(0.01)
-    proc.send_signal(signal.SIGTERM)  # a step is 3 forward-backward passes: this lands inside one
-    _, err = proc.communicate(timeout=60)
-    assert proc.returncode == 128 + signal.SIGTERM, err
+    # SIGTERM arrives during the second of step 3's three forward-backward passes: the step still
+    # takes all three, then the run saves and stops.
+    landed = []
+
+    def loss_then_signal(*args, **kwargs):
+        landed.append(len(landed) + 1)
+        if len(landed) == 2 * 3 + 2:
+            os.kill(os.getpid(), signal.SIGTERM)
+        return batch_loss(*args, **kwargs)
+
+    monkeypatch.setattr(step, "batch_loss", loss_then_signal)
+    (tmp_path / "stopped").mkdir()
+    with pytest.raises(TrainingInterrupted, match="interrupted at step 3") as stopped:
+        train(config_from_dict(CONFIG), tmp_path / "stopped", str(corpus), quiet=True)
+    assert stopped.value.exit_code == 128 + signal.SIGTERM and len(landed) == 9  # the step ended whole
+    assert torch.load(tmp_path / "stopped" / "last.pt", weights_only=True)["progress"]["batch_in_epoch"] == 9
+    monkeypatch.undo()
     _train(["--resume", tmp_path / "stopped", "--data", corpus, "--quiet"], tmp_path)
     ours, theirs = (torch.load(tmp_path / run / "last.pt", weights_only=True) for run in ("stopped", "reference"))
     assert ours["progress"]["step"] == theirs["progress"]["step"]

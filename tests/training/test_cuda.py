@@ -17,7 +17,8 @@ from nmt.evaluation.metrics import group_references
 from nmt.inference.translator import Translator
 from nmt.model import build_model
 from nmt.model.checkpoint import load_model, save_checkpoint
-from nmt.training.loop import setup, train, train_batches
+from nmt.training.loop import train, train_batches
+from nmt.training.run_setup import setup
 from nmt.training.run_data import epoch_batches
 
 cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device visible to torch")

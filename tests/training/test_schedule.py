@@ -1,7 +1,7 @@
 import pytest
 
 from nmt.config import TrainConfig
-from nmt.training.loop import Budget
+from nmt.training.stopping import Budget
 from nmt.training.schedule import LRSchedule
 
 

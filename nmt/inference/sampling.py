@@ -73,7 +73,8 @@ class Draw:
         whole vocabulary in any order."""
         return self.sampling.top_k if self.sampling.top_k and self.sampling.top_p == 1 else None
 
-    def propose(self, running: torch.Tensor, chosen: torch.Tensor) -> list[list[tuple[float, int, int]]]:
+    def propose(self, running: torch.Tensor, chosen: torch.Tensor, turn: object = None
+                ) -> list[list[tuple[float, int, int]]]:
         order = None
         if self.sampling.top_k or self.sampling.top_p < 1:  # a cut counts allowed tokens only, best first
             chosen, order = chosen.sort(dim=-1, descending=True, stable=True)
@@ -81,6 +82,9 @@ class Draw:
         if order is not None:
             column = order.gather(1, column)
         return [[(score, 0, c)] for score, c in zip(running[:, 0].tolist(), column[:, 0].tolist())]
+
+    def arrange(self, moves: list[tuple[int, int, float]], beams: list, rules: object) -> list[tuple[int, int, float]]:
+        return moves  # one hypothesis a sample: what was drawn
 
 
 def samples(model: Seq2Seq, src: torch.Tensor, src_lens: torch.Tensor, bos_id: int, eos_id: int,

@@ -4,8 +4,9 @@ Every sentence holds up to k live hypotheses (k = 1 for greedy search and sampli
 step runs the model once for all of them. The step's constraints (`nmt.inference.constraints`:
 prefixes, number placeholders, glossary terms, the length cap) are applied as a mask over the
 model's log-probabilities; the policy then proposes each sentence's continuations (`Beam`: the 2k
-best of its beams; `nmt.inference.sampling.Draw`: one drawn per hypothesis), and the search keeps
-them in order: an <eos> among a sentence's k first ends a hypothesis, the others live on, up to k.
+best of its beams; `ConstrainedBeam`: those and what advances each beam's terms;
+`nmt.inference.sampling.Draw`: one drawn per hypothesis), and the search keeps them in the
+policy's order: an <eos> among a sentence's k first ends a hypothesis, the others live on, up to k.
 Scores are the model's own log-probabilities, whatever the mask did to the ranking.
 """
 
@@ -37,6 +38,17 @@ def hypothesis(tokens: list[int], score: float, length_penalty: float,
     return Hypothesis(tokens, score, score / float(len(tokens) + 1) ** length_penalty, token_scores or [])
 
 
+@dataclass
+class Turn:
+    """What a step of the search holds beyond the scores, for a policy that reads the rules: the
+    candidates' token ids (n * k, c), each row's `Step`, the sentence of each group of k rows and
+    every sentence's rules."""
+    ids: torch.Tensor
+    steps: list[Step | None]
+    alive: list[int]
+    rules: Sequence[Rules]
+
+
 class Policy(Protocol):
     beam_size: int  # live hypotheses a sentence keeps
 
@@ -44,9 +56,14 @@ class Policy(Protocol):
         """How many candidates of each hypothesis a step needs, best first (None: every token, in
         vocabulary order); search adds room for the tokens the rules may refuse."""
 
-    def propose(self, running: torch.Tensor, chosen: torch.Tensor) -> list[list[Candidate]]:
+    def propose(self, running: torch.Tensor, chosen: torch.Tensor, turn: Turn) -> list[list[Candidate]]:
         """Each sentence's continuations, best first: running (n, k) the live hypotheses' scores
         (-inf: none), chosen (n * k, c) their candidates' masked log-probabilities."""
+
+    def arrange(self, moves: list[tuple[int, int, float]], beams: list[_Live], rules: Rules
+                ) -> list[tuple[int, int, float]]:
+        """A sentence's continuations that do not end, as (beam, token, log-prob), in the order in
+        which they take its k places."""
 
 
 class Beam:
@@ -54,17 +71,72 @@ class Beam:
 
     def __init__(self, beam_size: int):
         self.beam_size = beam_size
+        self.candidates = 2 * beam_size  # an <eos> among the k best ends a hypothesis; k others live on
 
     def width(self) -> int:
-        return 2 * self.beam_size  # an <eos> among the k best ends a hypothesis; k others live on
+        return self.candidates
 
-    def propose(self, running: torch.Tensor, chosen: torch.Tensor) -> list[list[Candidate]]:
+    def propose(self, running: torch.Tensor, chosen: torch.Tensor, turn: Turn | None = None) -> list[list[Candidate]]:
         n, k = running.shape
         columns = chosen.shape[-1]
         total = (running[:, :, None] + chosen.view(n, k, columns)).view(n, -1)
-        top, index = total.topk(min(2 * k, k * columns), dim=-1)
+        top, index = total.topk(min(self.candidates, k * columns), dim=-1)
         return [[(s, i // columns, i % columns) for s, i in zip(scores, indices) if s != float("-inf")]
                 for scores, indices in zip(top.tolist(), index.tolist())]
+
+    def arrange(self, moves: list[tuple[int, int, float]], beams: list[_Live], rules: Rules
+                ) -> list[tuple[int, int, float]]:
+        return moves  # best first
+
+
+class ConstrainedBeam(Beam):
+    """Beam search for sentences with terms to write (glossary terms; under strict number rules,
+    the placeholders): dynamic beam allocation (Post & Vilar 2018, fairseq's
+    LexicallyConstrainedBeamSearch). Each beam proposes, besides the sentence's 2k best, every
+    token that advances its terms and its own best, so that a beam can begin a term that is not
+    among the sentence's best; and the k places go bank by bank (`Rules.bank`: how many term
+    pieces a hypothesis has written), each bank's best first, then each one's second, and so on,
+    so that hypotheses which have written more of their terms keep a place. A sentence without
+    terms is searched as by `Beam`."""
+
+    def propose(self, running: torch.Tensor, chosen: torch.Tensor, turn: Turn | None = None) -> list[list[Candidate]]:
+        proposals = super().propose(running, chosen)
+        k, previous, best = self.beam_size, running.tolist(), chosen.argmax(-1).tolist()
+        out = []
+        for i, (sent, found) in enumerate(zip(turn.alive, proposals)):
+            if not turn.rules[sent].terms:
+                out.append(found)
+                continue
+            seen, extra = {(beam, column) for _, beam, column in found}, []
+            for beam in range(k):
+                row, step = i * k + beam, turn.steps[i * k + beam]
+                if previous[i][beam] == float("-inf") or step is None:
+                    continue
+                for column in {best[row], *_first_columns(turn.ids[row], step.owed)}:
+                    score = previous[i][beam] + float(chosen[row, column])
+                    if (beam, column) not in seen and score != float("-inf"):
+                        seen.add((beam, column))
+                        extra.append((score, beam, column))
+            out.append(sorted(found + extra, key=lambda c: c[0], reverse=True))
+        return out
+
+    def arrange(self, moves: list[tuple[int, int, float]], beams: list[_Live], rules: Rules
+                ) -> list[tuple[int, int, float]]:
+        if not rules.terms:
+            return moves
+        places, counts = [], {}
+        for beam, token, _ in moves:
+            bank = rules.bank(rules.advance(beams[beam].progress, token))
+            places.append((counts.get(bank, 0), -bank))
+            counts[bank] = counts.get(bank, 0) + 1
+        return [move for _, move in sorted(zip(places, moves), key=lambda pair: pair[0])]
+
+
+def beam_for(beam_size: int, rules: Sequence[Rules] | None) -> Beam:
+    """The beam policy for sentences under `rules`: `ConstrainedBeam` where one has terms to write
+    and the beam holds more than one hypothesis (greedy search takes what it chose)."""
+    constrained = beam_size > 1 and rules is not None and any(r.terms for r in rules)
+    return ConstrainedBeam(beam_size) if constrained else Beam(beam_size)
 
 
 @dataclass
@@ -111,13 +183,11 @@ def search(model: Seq2Seq, src: torch.Tensor, src_lens: torch.Tensor, bos_id: in
         owing = [(row, step) for row, step in enumerate(steps) if step is not None and step.owed and not step.forced]
         if owing:  # an owing hypothesis's wish to end goes to the most likely of what it owes
             chosen = _ending_as_owed(chosen, ids, eos.float(), owing)
-        proposals = policy.propose(running, chosen)
-        if any(rules[sent].terms for sent in alive):
-            proposals = _with_owed(proposals, running, chosen, ids, steps, alive, rules, k)
+        proposals = policy.propose(running, chosen, Turn(ids, steps, alive, rules))
         keep, next_scores, next_rows, next_tokens = [], [], [], []
         previous = running.tolist()
         for i, (sent, moves) in enumerate(zip(alive, _resolved(proposals, top, ids, k))):
-            kept, ended = _continue(moves, previous[i], live[sent], rules[sent], k, i * k, eos_id)
+            kept, ended = _continue(moves, previous[i], live[sent], rules[sent], policy, i * k, eos_id)
             finished[sent].extend(hypothesis(h.tokens, score, length_penalty, h.token_scores) for h, score in ended)
             if len(finished[sent]) >= k or not kept:
                 continue  # this sentence is done
@@ -155,6 +225,16 @@ def _named(steps: list[Step | None], eos_id: int, device: torch.device) -> torch
     return torch.tensor([row + [eos_id] * (width - len(row)) for row in named], device=device)
 
 
+def _first_columns(ids: torch.Tensor, tokens: frozenset[int]) -> list[int]:
+    """The column of each of `tokens` in a row of candidate ids `ids`: its first, the one a step's
+    mask leaves it (`_first_of_each`)."""
+    columns: dict[int, int] = {}
+    for column, token in enumerate(ids.tolist()):
+        if token in tokens:
+            columns.setdefault(token, column)
+    return list(columns.values())
+
+
 def _first_of_each(ids: torch.Tensor, ranked: int) -> torch.Tensor:
     """False at each named column (after the `ranked` first) whose token an earlier column holds."""
     keep = torch.ones_like(ids, dtype=torch.bool)
@@ -177,37 +257,6 @@ def _ending_as_owed(chosen: torch.Tensor, ids: torch.Tensor, eos: torch.Tensor, 
     return chosen
 
 
-def _with_owed(proposals: list[list[Candidate]], running: torch.Tensor, chosen: torch.Tensor, ids: torch.Tensor,
-               steps: list[Step | None], alive: list[int], rules: Sequence[Rules], k: int) -> list[list[Candidate]]:
-    """Dynamic beam allocation's candidates (Post & Vilar 2018): besides the policy's, every token
-    that advances a beam's terms, and each beam's best, so that a beam can begin a term that is not
-    among the sentence's best. (Only for beams; greedy search and sampling take what they chose.)"""
-    if k == 1:
-        return proposals
-    previous, best, columns_of = running.tolist(), chosen.argmax(-1).tolist(), {}
-    out = []
-    for i, (sent, found) in enumerate(zip(alive, proposals)):
-        if not rules[sent].terms:
-            out.append(found)
-            continue
-        seen, extra = {(beam, column) for _, beam, column in found}, []
-        for beam in range(k):
-            row, step = i * k + beam, steps[i * k + beam]
-            if previous[i][beam] == float("-inf") or step is None:
-                continue
-            if row not in columns_of:  # each token's first column (a later copy is masked)
-                columns_of[row] = {}
-                for column, token in enumerate(ids[row].tolist()):
-                    columns_of[row].setdefault(token, column)
-            for column in {best[row], *(columns_of[row][token] for token in step.owed)}:
-                score = previous[i][beam] + float(chosen[row, column])
-                if (beam, column) not in seen and score != float("-inf"):
-                    seen.add((beam, column))
-                    extra.append((score, beam, column))
-        out.append(sorted(found + extra, key=lambda c: c[0], reverse=True))
-    return out
-
-
 def _resolved(proposals: list[list[Candidate]], top: torch.Tensor, ids: torch.Tensor, k: int
               ) -> list[list[tuple[int, int, float]]]:
     """The proposals as (beam, token, the model's own log-probability of it), read from the step's
@@ -223,24 +272,16 @@ def _resolved(proposals: list[list[Candidate]], top: torch.Tensor, ids: torch.Te
     return out
 
 
-def _continue(moves: list[tuple[int, int, float]], previous: list[float], beams: list[_Live], rules: Rules, k: int,
-              first_row: int, eos_id: int) -> tuple[list[tuple[float, int, int, _Live]], list[tuple[_Live, float]]]:
+def _continue(moves: list[tuple[int, int, float]], previous: list[float], beams: list[_Live], rules: Rules,
+              policy: Policy, first_row: int, eos_id: int
+              ) -> tuple[list[tuple[float, int, int, _Live]], list[tuple[_Live, float]]]:
     """One sentence's step: from its proposed continuations, best first, as (beam, token, log-prob),
     those that end (an <eos> among the k first), with their scores, and the hypotheses that live
-    on, as (running score, row, token, hypothesis), up to k. With terms to write and k > 1 the
-    living are taken bank by bank (`Rules.bank`): each bank's best, then each one's second, and so
-    on, so that hypotheses which have written more of their terms keep a place (dynamic beam
-    allocation, Post & Vilar 2018)."""
+    on, as (running score, row, token, hypothesis), up to k, in the order the policy arranges."""
+    k = policy.beam_size
     ended = [(_Live(beams[beam].tokens, beams[beam].token_scores + [log_prob], beams[beam].progress),
               previous[beam] + log_prob) for beam, token, log_prob in moves[:k] if token == eos_id]
-    moves = [move for move in moves if move[1] != eos_id]
-    if rules.terms and k > 1:
-        places, counts = [], {}
-        for beam, token, _ in moves:
-            bank = rules.bank(rules.advance(beams[beam].progress, token))
-            places.append((counts.get(bank, 0), -bank))
-            counts[bank] = counts.get(bank, 0) + 1
-        moves = [move for _, move in sorted(zip(places, moves), key=lambda pair: pair[0])]
+    moves = policy.arrange([move for move in moves if move[1] != eos_id], beams, rules)
     kept = []
     for beam, token, log_prob in moves[:k]:
         hyp = beams[beam]
@@ -282,12 +323,13 @@ def greedy(model: Seq2Seq, src: torch.Tensor, src_lens: torch.Tensor, bos_id: in
            max_lens: torch.Tensor, rules: Sequence[Rules] | None = None, banned_id: int | None = None
            ) -> list[Hypothesis]:
     """The most likely token at each step (that the rules allow), one hypothesis per source."""
-    return [hyps[0] for hyps in search(model, src, src_lens, bos_id, eos_id, max_lens, Beam(1), rules, banned_id)]
+    return [hyps[0] for hyps in search(model, src, src_lens, bos_id, eos_id, max_lens, beam_for(1, rules), rules,
+                                       banned_id)]
 
 
 def beam_search(model: Seq2Seq, src: torch.Tensor, src_lens: torch.Tensor, bos_id: int, eos_id: int,
                 max_lens: torch.Tensor, beam_size: int, length_penalty: float = 1.0, nbest: int = 1,
                 rules: Sequence[Rules] | None = None, banned_id: int | None = None) -> list[list[Hypothesis]]:
     """Batched beam search: k hypotheses for every sentence advance together, one decoder call a step."""
-    return search(model, src, src_lens, bos_id, eos_id, max_lens, Beam(beam_size), rules, banned_id,
+    return search(model, src, src_lens, bos_id, eos_id, max_lens, beam_for(beam_size, rules), rules, banned_id,
                   length_penalty, nbest)

@@ -35,7 +35,7 @@ from nmt.inference.engines import engine_device, map_batches, torch_threads
 from nmt.inference.onnx_engine import OnnxSeq2Seq, load_engine
 from nmt.inference.glossary import Glossary
 from nmt.inference.sampling import Sampling, samples
-from nmt.inference.search import Beam, Hypothesis, forced, hypothesis, search
+from nmt.inference.search import Hypothesis, beam_for, forced, hypothesis, search
 from nmt.inference.words import alignment, text_words, word_scores, words_of
 from nmt.model import Seq2Seq
 from nmt.model.checkpoint import LoadedModel, load_models
@@ -381,5 +381,5 @@ class Translator:
         if sample is not None:
             return samples(self.model, src, src_lens, bos, eos, caps, nbest, sample, rules, self.banned_id,
                            self.cfg.length_penalty)
-        return search(self.model, src, src_lens, bos, eos, caps, Beam(beam), rules, self.banned_id,
+        return search(self.model, src, src_lens, bos, eos, caps, beam_for(beam, rules), rules, self.banned_id,
                       self.cfg.length_penalty, nbest)

@@ -92,7 +92,7 @@ def fit_to_corpus(cfg: Config, data_path: str | None, world: distributed.World =
         "model.output_dropout": band.output_dropout, "train.label_smoothing": band.label_smoothing,
         "train.epochs": EPOCHS_WITH_BUDGET if cfg.train.max_minutes else EPOCHS_WITHOUT_BUDGET}
     cfg = settled(cfg, {key: chosen[key] for key in auto if key in chosen})
-    why = f"{'over ' if pairs >= COUNT_UP_TO else ''}{pairs:,} pairs: {band.name}"
+    why = f"{'over ' if pairs >= COUNT_UP_TO else ''}{pairs:,} pairs in the corpus: {band.name}"
     if "data.max_len" in auto:
         prepared = PreparedCorpus(prepared_once(corpus, cfg.data, None, world, quiet), cfg.data)
         lengths = np.maximum(prepared.ids("train", "src").sizes(), prepared.ids("train", "tgt").sizes()) + 1

@@ -125,3 +125,20 @@ def test_each_beams_2k_best_hold_the_sentences_2k_best(seed):
                 for i, found in enumerate(Beam(k).propose(scores, top))]
 
     assert proposed(*log_probs.topk(2 * k)) == proposed(log_probs, torch.arange(vocab).expand(n * k, -1))
+
+
+def test_the_constrained_beam_is_the_policy_that_gives_each_bank_a_place():
+    """Dynamic beam allocation lives in its policy: ConstrainedBeam takes a sentence's places bank by
+    bank (the most term pieces written first within each round), Beam keeps them best first; and
+    search is given the one it needs by `beam_for`."""
+    from nmt.inference.constraints import NO_RULES, Progress, Rules
+    from nmt.inference.search import Beam, ConstrainedBeam, _Live, beam_for
+
+    rules = Rules(terms=((7, 8),))
+    beams = [_Live([], [], Progress()) for _ in range(3)]
+    moves = [(0, 3, -0.1), (1, 4, -0.2), (2, 7, -0.5), (0, 5, -0.6)]  # only token 7 begins the term
+    assert ConstrainedBeam(3).arrange(moves, beams, rules) == [(2, 7, -0.5), (0, 3, -0.1), (1, 4, -0.2), (0, 5, -0.6)]
+    assert Beam(3).arrange(moves, beams, rules) == moves
+    assert ConstrainedBeam(3).arrange(moves, beams, NO_RULES) == moves
+    assert type(beam_for(3, [NO_RULES, rules])) is ConstrainedBeam
+    assert type(beam_for(3, [NO_RULES])) is Beam and type(beam_for(1, [rules])) is Beam

@@ -64,7 +64,7 @@ def test_a_run_logs_its_recipe_and_writes_the_numbers_it_chose(toy_zip, tmp_path
     written = _train_auto(toy_zip, tmp_path / "run")
     line = next(r.getMessage() for r in caplog.records if r.getMessage().startswith("recipe for"))
     pairs = len(toy_lines())
-    assert f"{pairs:,} pairs: small" in line and "data.max_len=" in line
+    assert f"{pairs:,} pairs in the corpus: small" in line and "data.max_len=" in line
     band = size_band(pairs)
     assert written["data"]["vocab_size"] == band.vocab_size and written["model"]["output_dropout"] == 0.3
     assert written["train"]["epochs"] == 10  # no time budget: 10 epochs

@@ -79,6 +79,7 @@ def _prepare(args):
     """The config, splits, vocabularies, tokenizer (None for words) and training examples, built
     with only what every version of nmt offers, so that this script can measure an older checkout."""
     from nmt.config import load_config
+    from nmt.training.recipe import fit_to_corpus
     from nmt.data.batches import encode_pairs
     from nmt.data.corpus import load_splits, resolve_corpus
     from nmt.data.tokenizer import SubwordTokenizer
@@ -87,7 +88,8 @@ def _prepare(args):
     torch.set_num_threads(args.threads)
     units = ["data.tokenizer=word", "data.max_len=20"] if args.model != "config" else []
     precision = [f"train.precision={args.precision}"] if args.precision else []
-    cfg = load_config(args.config, units + MODEL_OPTIONS[args.model] + args.overrides + precision)
+    cfg = fit_to_corpus(load_config(args.config, units + MODEL_OPTIONS[args.model] + args.overrides + precision),
+                        args.data)
     splits = load_splits(resolve_corpus(args.data, cfg.data), cfg.data.num_pairs)
     tokenizer = None
     if cfg.data.tokenizer == "word":

@@ -54,6 +54,7 @@ def main() -> None:
 
     from nmt import hardware
     from nmt.config import load_config
+    from nmt.training.recipe import fit_to_corpus
     from nmt.model import build_model
     from nmt.training.loop import train_step
 
@@ -71,7 +72,7 @@ def main() -> None:
     for precision in precisions:
         runs = []
         for name, changes in arms:
-            arm_cfg = load_config(args.config, changes + [f"train.precision={precision}"])
+            arm_cfg = fit_to_corpus(load_config(args.config, changes + [f"train.precision={precision}"]), args.data)
             torch.manual_seed(0)
             model = build_model(arm_cfg.model, src_vocab, tgt_vocab).train()
             optimizer = torch.optim.Adam(model.parameters(), lr=arm_cfg.train.lr, fused=True)

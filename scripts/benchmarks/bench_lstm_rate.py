@@ -34,6 +34,7 @@ from bench import _prepare, _training_batches, machine  # noqa: E402
 
 from nmt import hardware  # noqa: E402
 from nmt.config import load_config  # noqa: E402
+from nmt.training.recipe import fit_to_corpus  # noqa: E402
 from nmt.model.unrolled import lstm_gates  # noqa: E402
 
 
@@ -61,7 +62,7 @@ def main() -> None:
     args = parser.parse_args()
 
     hardware.configure(args.threads)
-    cfg = load_config(args.config, [])
+    cfg = fit_to_corpus(load_config(args.config, []), args.data)
     if not args.target_len:
         cfg, _, _, tgt_vocab, examples, _ = _prepare(argparse.Namespace(
             config=args.config, data=args.data, threads=args.threads, model="config", overrides=[], precision=None))

@@ -45,13 +45,14 @@ def main() -> None:
     args = parser.parse_args()
 
     from nmt.config import load_config
+    from nmt.training.recipe import fit_to_corpus
     from nmt.data.corpus import load_corpus
 
     data = ["--data", args.data] if args.data else []
     with tempfile.TemporaryDirectory() as tmp:
         tmp = Path(tmp)
         run(["train", "configs/tiny.yaml", "--out", str(tmp / "run"), "--quiet", *data])
-        cfg = load_config(REPO / "configs/default.yaml")
+        cfg = fit_to_corpus(load_config(REPO / "configs/default.yaml"), None)
         english = [" ".join(p.src) for p in load_corpus(args.data, cfg.data)[1].train]
         rng = random.Random(0)
         print(f"model: configs/tiny.yaml trained for {load_config(REPO / 'configs/tiny.yaml').train.epochs} epochs; "

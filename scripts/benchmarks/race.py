@@ -33,6 +33,7 @@ REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 
 from nmt.config import Config, load_config  # noqa: E402
+from nmt.training.recipe import fit_to_corpus  # noqa: E402
 from nmt.data.corpus import load_splits, resolve_corpus  # noqa: E402
 from nmt.data.prepared_corpus import TRAINING_WORDS, training_words  # noqa: E402
 from nmt.data.tokenizer import SubwordTokenizer  # noqa: E402
@@ -220,7 +221,7 @@ def main() -> None:
     parser.add_argument("--venv", type=Path, default=REPO / ".venv-race")
     args = parser.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
-    cfg = load_config(Path(args.config))
+    cfg = fit_to_corpus(load_config(Path(args.config)), args.data)
     corpus = str(resolve_corpus(args.data, cfg.data))
     threads = int(os.environ.get("OMP_NUM_THREADS", os.cpu_count() or 1))
     bin_dir = ensure_onmt(args.venv)

@@ -23,6 +23,7 @@ REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 
 from nmt.config import load_config  # noqa: E402
+from nmt.training.recipe import fit_to_corpus  # noqa: E402
 from nmt.data.corpus import load_splits, resolve_corpus  # noqa: E402
 from nmt.data.protected_numbers import VERBATIM, SpanProtector, read_number  # noqa: E402
 
@@ -60,7 +61,7 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--out", default=str(REPO / "data" / "number-probe.tsv"))
     args = parser.parse_args()
-    data = load_config(args.config).data
+    data = fit_to_corpus(load_config(args.config), None).data
     splits = load_splits(resolve_corpus(args.corpus, data), data.num_pairs, data)
     protector, rng = SpanProtector(data.source_lang, data.target_lang), random.Random(args.seed)
     real = [pair.raw for pair in splits.valid + splits.test if protector.numbers(pair.raw[0])]

@@ -14,6 +14,7 @@ import argparse
 from collections import Counter
 
 from nmt.config import load_config
+from nmt.training.recipe import fit_to_corpus
 from nmt.data.corpus import load_corpus
 from nmt.data.vocab import Vocab
 from nmt.evaluation.metrics import group_references
@@ -25,7 +26,7 @@ def main() -> None:
     parser.add_argument("--data", default=None)
     parser.add_argument("--config", default="configs/default.yaml")
     args = parser.parse_args()
-    cfg = load_config(args.config)
+    cfg = fit_to_corpus(load_config(args.config), args.data)
     _, splits = load_corpus(args.data, cfg.data)
     refs = group_references(splits.test)
     known = Vocab.build((p.src for p in splits.train), cfg.data.min_freq)  # as nmt eval's training words

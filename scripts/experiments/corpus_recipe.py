@@ -79,7 +79,10 @@ def fra_eng_subset(corpus: Path, size: int, out: Path) -> Path:
 def moses_bleu(hyps: list[str], refs: list[str], lang: str):
     """BLEU as the Multi30k papers score: lowercased, normalised, Moses-tokenized, against the
     official tokenised references (already lowercased), with no tokenization of sacreBLEU's own."""
-    from sacremoses import MosesPunctNormalizer, MosesTokenizer
+    try:
+        from sacremoses import MosesPunctNormalizer, MosesTokenizer
+    except ImportError:
+        sys.exit("scoring as the Multi30k papers do needs Moses' tokenizer: pip install sacremoses")
     from sacrebleu.metrics import BLEU
     normalizer, tokenizer = MosesPunctNormalizer(lang=lang), MosesTokenizer(lang=lang)
     tokenized = [tokenizer.tokenize(normalizer.normalize(h.lower()), return_str=True) for h in hyps]

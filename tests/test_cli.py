@@ -212,8 +212,8 @@ def test_training_into_a_file_writes_plain_lines_one_per_log_every(tmp_path, toy
 
 
 def test_beam_search_is_the_default_and_beam_1_is_exactly_greedy(trained):
-    from nmt.inference.search import greedy
     from nmt.inference.constraints import NO_RULES
+    from nmt.inference.search import Sources, greedy
     from nmt.inference.translator import Translator, output_cap, source_ids
 
     sentences = ["I see a cat.", "He has the car.", "You like the small bird again."]
@@ -227,9 +227,8 @@ def test_beam_search_is_the_default_and_beam_1_is_exactly_greedy(trained):
         ids = source_ids(translator.tokenizer.source_tokens([sentence])[0], translator.src_vocab,
                          translator.cfg.max_input_len)
         src, src_lens = torch.tensor([ids]), torch.tensor([len(ids)])
-        (out,) = greedy(translator.model, src, src_lens, translator.tgt_vocab.bos_id, translator.tgt_vocab.eos_id,
-                        torch.tensor([output_cap(len(ids), NO_RULES, translator.cfg, 1)]),
-                        banned_id=translator.banned_id)
+        cap = torch.tensor([output_cap(len(ids), NO_RULES, translator.cfg, 1)])
+        (out,) = greedy(translator.model, Sources(src, src_lens, cap), translator.specials)
         expected.append(translator.tokenizer.target_text(translator.tgt_vocab.decode(out.tokens)))
     assert invoke("translate", *sentences, "-c", trained["run"], "--beam", "1").stdout.splitlines() == expected
     # Validation during training kept its own, fast search and said so.

@@ -12,6 +12,13 @@ among them (greedy, beam or sampling), and ranks beams by `Rules.bank`.
 The length cap is a rule too: with `room` tokens left before it, a hypothesis that owes terms
 writes only what keeps them within reach once a token that broke off a term under way could leave
 too little room, and at the cap it may only end. It may not end (<eos>) while it owes a term.
+
+Glossary terms are words in a sentence, and two rules keep them so (`Pieces` says which target
+tokens the rules name): a term is written whole, so the token after its last piece may not continue
+the word (`Pieces.glued`); and a hypothesis that owes a glossary term may not close the source's
+last sentence (`Pieces.closers`), so a term is placed inside the sentence, never in a second one
+made up to hold it: a hypothesis whose likeliest token would close the sentence (or end it) while
+it owes a glossary term writes what it owes there (`Step.closing`, `search._ending_as_owed`).
 """
 
 from __future__ import annotations
@@ -31,6 +38,8 @@ class Progress:
     met: frozenset[int] = frozenset()  # terms written whole
     begun: frozenset[tuple[int, int]] = frozenset()  # (term, pieces written) of terms under way
     used: frozenset[int] = frozenset()  # once-only tokens written
+    after_term: bool = False  # the last token completed a glossary term: the next starts a new word
+    closed: int = 0  # sentence closers written
 
 
 @dataclass(frozen=True)
@@ -38,6 +47,15 @@ class Step:
     forced: frozenset[int] | None  # the only tokens allowed, or None: any token not refused
     refused: frozenset[int]
     owed: frozenset[int]  # the tokens that would advance a term not yet written (<eos> is refused)
+    closing: frozenset[int] = frozenset()  # closers refused while a glossary term is owed
+
+
+@dataclass(frozen=True)
+class Pieces:
+    """What the glossary's rules need to know of the target vocabulary: the tokens that continue the
+    word before them (a subword piece without its word-start mark) and those that close a sentence."""
+    glued: frozenset[int] = frozenset()
+    closers: frozenset[int] = frozenset()
 
 
 @dataclass(frozen=True)
@@ -46,6 +64,9 @@ class Rules:
     terms: tuple[tuple[int, ...], ...] = ()
     once: frozenset[int] = frozenset()
     refused: frozenset[int] = frozenset()
+    words: int = 0  # the first `words` terms are glossary terms: whole words, inside the sentence
+    pieces: Pieces = Pieces()
+    closes: int = 0  # the closers an output may write while it owes a glossary term: the source's, less one
 
     @property
     def least_length(self) -> int:
@@ -56,7 +77,7 @@ class Rules:
         """`progress` after writing `token`. A term under way that `token` does not continue starts over."""
         if not self.terms and token not in self.once:
             return progress
-        met, begun = set(progress.met), set()
+        met, begun, before = set(progress.met), set(), progress.met
         under_way = progress.begun | {(term, 0) for term in range(len(self.terms)) if term not in progress.met}
         for term, done in under_way:
             if term not in met and self.terms[term][done] == token:
@@ -65,7 +86,9 @@ class Rules:
                 else:
                     begun.add((term, done + 1))
         used = progress.used | {token} if token in self.once else progress.used
-        return Progress(frozenset(met), frozenset((t, d) for t, d in begun if t not in met), used)
+        after_term = any(term < self.words for term in met.difference(before))
+        closed = progress.closed + (token in self.pieces.closers)
+        return Progress(frozenset(met), frozenset((t, d) for t, d in begun if t not in met), used, after_term, closed)
 
     def needed(self, progress: Progress, credit: bool = True) -> int:
         """Tokens enough to write every term not yet written, one after the other: their lengths, less
@@ -94,15 +117,19 @@ class Rules:
         if room <= 0:
             return Step(frozenset({eos_id}), frozenset(), frozenset())
         owed = self.owed(progress) if len(progress.met) < len(self.terms) else frozenset()
-        if not owed and not progress.used:
+        if not owed and not progress.used and not progress.after_term:
             return self._unconstrained
         refused = self.refused | (self.once & progress.used)
+        if progress.after_term:
+            refused |= self.pieces.glued
         if not owed:
             return Step(None, refused, owed)
-        forced = None
+        forced, closing = None, frozenset()
         if room - 1 < self.needed(progress, credit=False):  # a token that broke a term off might not leave room
             forced = frozenset(t for t in owed if self.needed(self.advance(progress, t)) <= room - 1) or owed
-        return Step(forced, refused | {eos_id}, owed)
+        if progress.closed >= self.closes and any(t not in progress.met for t in range(self.words)):
+            closing = self.pieces.closers - owed
+        return Step(forced, refused | closing | {eos_id}, owed, closing)
 
     @cached_property
     def _unconstrained(self) -> Step | None:
@@ -139,8 +166,9 @@ def token_tensor(tokens: Iterable[int], device: torch.device) -> torch.Tensor:
 
 
 def sentence_rules(spans: SpanRule | None, sentence: int, prefix: Sequence[int] = (),
-                   terms: Sequence[Sequence[int]] = ()) -> Rules:
-    """One sentence's rules: its prefix, its glossary terms (target ids) and its numbers: its own
+                   terms: Sequence[Sequence[int]] = (), pieces: Pieces = Pieces(), closes: int = 0) -> Rules:
+    """One sentence's rules: its prefix, its glossary terms (target ids: whole words of `pieces`,
+    placed before the last of its source's closes + 1 sentences) and its numbers: its own
     placeholders at most once (strict: each a term it must write, and no digit of its own), no
     other sentence's."""
     own = spans.own(sentence) if spans is not None else []
@@ -148,4 +176,5 @@ def sentence_rules(spans: SpanRule | None, sentence: int, prefix: Sequence[int] 
     refused = frozenset(spans.ids).difference(own) | spans.digits if spans is not None else frozenset()
     if not (prefix or terms or own or refused):
         return NO_RULES
-    return Rules(tuple(prefix), tuple(tuple(t) for t in terms) + tuple(placeholders), frozenset(own), refused)
+    return Rules(tuple(prefix), tuple(tuple(t) for t in terms) + tuple(placeholders), frozenset(own), refused,
+                 len(terms), pieces, closes)

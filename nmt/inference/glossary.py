@@ -17,6 +17,7 @@ from functools import cached_property
 from pathlib import Path
 
 from nmt.errors import NmtError
+from nmt.inference.constraints import Pieces
 
 
 @dataclass(frozen=True)
@@ -105,6 +106,33 @@ def holds(text: str, term: str, ignore_case: bool = False) -> bool:
     """Whether `text` holds `term` as whole words (what a glossary's term use counts), by the rule
     source terms match by."""
     return re.search(_whole_words(_spaced(term)), text, re.IGNORECASE if ignore_case else 0) is not None
+
+
+WORD_START = "▁"  # SentencePiece's mark of a piece that begins a word
+CLOSER = re.compile(r"[.!?…]+[\"'»”)]*")  # a piece that ends a sentence: ".", "!", "?!", "...", '."'
+_SENTENCE_END = re.compile(r"[.!?…]+[\"'»”)]*(?=\s|$)")
+
+
+def pieces_of(itos: Sequence[str], subword: bool) -> Pieces:
+    """Which target tokens continue a word and which close a sentence. A subword piece continues
+    the word before it unless it begins one or is punctuation; a word tokenizer's tokens are words.
+    Tokens in angle brackets or ⦅⦆ (specials, bytes, number placeholders) are neither."""
+    glued, closers = set(), set()
+    for i, piece in enumerate(itos):
+        if piece.startswith(("<", "⦅")) and len(piece) > 2:
+            continue
+        text = piece[len(WORD_START):] if piece.startswith(WORD_START) else piece
+        if CLOSER.fullmatch(text):
+            closers.add(i)
+        elif subword and not piece.startswith(WORD_START) and any(c.isalnum() for c in piece):
+            glued.add(i)
+    return Pieces(frozenset(glued), frozenset(closers))
+
+
+def closes(text: str) -> int:
+    """How many sentences of `text` close before its last one: the closers (".", "!", "?" before a
+    space or the end) an output may write while a glossary term is still owed."""
+    return max(0, len(_SENTENCE_END.findall(text.strip())) - 1)
 
 
 def term_use(glossary: Glossary, sources: Sequence[str], outputs: Sequence[str]) -> tuple[int, int]:

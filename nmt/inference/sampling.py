@@ -6,14 +6,12 @@ random_sampling_topk/topp/temp, Marian's --output-sampling)."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from dataclasses import dataclass
 
 import torch
 
 from nmt.errors import NmtError
-from nmt.inference.constraints import Rules
-from nmt.inference.search import Hypothesis, search
+from nmt.inference.search import Hypothesis, Sources, Specials, search
 from nmt.model import Seq2Seq
 
 
@@ -87,15 +85,11 @@ class Draw:
         return moves  # one hypothesis a sample: what was drawn
 
 
-def samples(model: Seq2Seq, src: torch.Tensor, src_lens: torch.Tensor, bos_id: int, eos_id: int,
-            max_lens: torch.Tensor, n: int, sampling: Sampling, rules: Sequence[Rules] | None = None,
-            banned_id: int | None = None, length_penalty: float = 1.0) -> list[list[Hypothesis]]:
+def samples(model: Seq2Seq, sources: Sources, specials: Specials, n: int, sampling: Sampling,
+            length_penalty: float = 1.0) -> list[list[Hypothesis]]:
     """`n` samples of each source, best first by their score (the model's own log-probabilities,
     untempered and uncut, <eos> last): the batch repeated n times, drawn at once from one generator
     seeded with `sampling.seed`, so the same batch draws the same samples again."""
-    rows = torch.arange(src.shape[0], device=src.device).repeat_interleave(n)
-    repeated = None if rules is None else [r for r in rules for _ in range(n)]
-    drawn = search(model, src[rows], src_lens[rows], bos_id, eos_id, max_lens[rows], Draw(sampling, src.device),
-                   repeated, banned_id, length_penalty)
+    drawn = search(model, sources.repeated(n), specials, Draw(sampling, sources.ids.device), length_penalty)
     return [sorted((h for hyps in drawn[i * n:(i + 1) * n] for h in hyps), key=lambda h: h.normalized, reverse=True)
-            for i in range(src.shape[0])]
+            for i in range(sources.ids.shape[0])]

@@ -38,6 +38,32 @@ def hypothesis(tokens: list[int], score: float, length_penalty: float,
     return Hypothesis(tokens, score, score / float(len(tokens) + 1) ** length_penalty, token_scores or [])
 
 
+@dataclass(frozen=True)
+class Specials:
+    """The target ids a search treats apart: `bos` starts every output, `eos` ends it and `banned`
+    is never written (a subword model's <unk>; None: none)."""
+    bos: int
+    eos: int
+    banned: int | None = None
+
+
+@dataclass(frozen=True)
+class Sources:
+    """A batch of sources as a search reads it: `ids` (batch, src_len) padded, `lens` (batch,),
+    `caps` (batch,) the most tokens each output may hold, <eos> excluded (raised where a sentence's
+    rules need more), and each sentence's `rules` (None: none)."""
+    ids: torch.Tensor
+    lens: torch.Tensor
+    caps: torch.Tensor
+    rules: Sequence[Rules] | None = None
+
+    def repeated(self, n: int) -> Sources:
+        """Each source n times in a row."""
+        rows = torch.arange(self.ids.shape[0], device=self.ids.device).repeat_interleave(n)
+        rules = None if self.rules is None else [r for r in self.rules for _ in range(n)]
+        return Sources(self.ids[rows], self.lens[rows], self.caps[rows], rules)
+
+
 @dataclass
 class Turn:
     """What a step of the search holds beyond the scores, for a policy that reads the rules: the
@@ -148,23 +174,21 @@ class _Live:
 
 
 @torch.inference_mode()
-def search(model: Seq2Seq, src: torch.Tensor, src_lens: torch.Tensor, bos_id: int, eos_id: int,
-           max_lens: torch.Tensor, policy: Policy, rules: Sequence[Rules] | None = None,
-           banned_id: int | None = None, length_penalty: float = 1.0, nbest: int = 1) -> list[list[Hypothesis]]:
+def search(model: Seq2Seq, sources: Sources, specials: Specials, policy: Policy, length_penalty: float = 1.0,
+           nbest: int = 1) -> list[list[Hypothesis]]:
     """Up to `nbest` hypotheses of each source, best first by normalized score.
 
-    src (batch, src_len), src_lens (batch,), max_lens (batch,) output caps, <eos> excluded (raised
-    where a sentence's rules need more). `banned_id` is never written (a subword model's <unk>).
     A sentence ends once k of its hypotheses have ended, or when its hypotheses reach its cap (then
     they must end). Sentences that end leave the batch, so they cost nothing.
     """
-    batch, k, device = src.shape[0], policy.beam_size, src.device
-    rules = list(rules) if rules is not None else [NO_RULES] * batch
-    caps = [max(cap, r.least_length) for cap, r in zip(max_lens.tolist(), rules)]
-    state = model.encode(src, src_lens).select(torch.arange(batch, device=device).repeat_interleave(k))
+    batch, k, device = sources.ids.shape[0], policy.beam_size, sources.ids.device
+    eos_id = specials.eos
+    rules = list(sources.rules) if sources.rules is not None else [NO_RULES] * batch
+    caps = [max(cap, r.least_length) for cap, r in zip(sources.caps.tolist(), rules)]
+    state = model.encode(sources.ids, sources.lens).select(torch.arange(batch, device=device).repeat_interleave(k))
     running = torch.full((batch, k), float("-inf"), device=device)
     running[:, 0] = 0.0  # at first every beam holds the same <bos>: expand only one of them
-    prev = torch.full((batch * k,), bos_id, dtype=torch.long, device=device)
+    prev = torch.full((batch * k,), specials.bos, dtype=torch.long, device=device)
     live = [[_Live([], [], Progress()) for _ in range(k)] for _ in range(batch)]
     finished: list[list[Hypothesis]] = [[] for _ in range(batch)]
     alive = list(range(batch))  # the sentence of each group of k rows
@@ -173,7 +197,7 @@ def search(model: Seq2Seq, src: torch.Tensor, src_lens: torch.Tensor, bos_id: in
                  for sent in alive for h in live[sent]]
         width = _width(policy, steps)
         named = _named(steps, eos_id, device) if width is not None else None
-        top, ids, eos, state, _ = model.candidates(prev, state, width, banned_id, eos_id, named)
+        top, ids, eos, state, _ = model.candidates(prev, state, width, specials.banned, eos_id, named)
         top = top.float()
         mask = allowed(ids, steps)
         if named is not None:  # a named token already among the candidates is not proposed twice
@@ -181,8 +205,8 @@ def search(model: Seq2Seq, src: torch.Tensor, src_lens: torch.Tensor, bos_id: in
             mask = first if mask is None else mask & first
         chosen = top if mask is None else top.masked_fill(~mask, float("-inf"))
         owing = [(row, step) for row, step in enumerate(steps) if step is not None and step.owed and not step.forced]
-        if owing:  # an owing hypothesis's wish to end goes to the most likely of what it owes
-            chosen = _ending_as_owed(chosen, ids, eos.float(), owing)
+        if owing:  # an owing hypothesis's wish to end (or close its sentence) goes to the likeliest it owes
+            chosen = _ending_as_owed(chosen, top, ids, eos.float(), owing)
         proposals = policy.propose(running, chosen, Turn(ids, steps, alive, rules))
         keep, next_scores, next_rows, next_tokens = [], [], [], []
         previous = running.tolist()
@@ -245,13 +269,19 @@ def _first_of_each(ids: torch.Tensor, ranked: int) -> torch.Tensor:
     return keep
 
 
-def _ending_as_owed(chosen: torch.Tensor, ids: torch.Tensor, eos: torch.Tensor, owing: list[tuple[int, Step]]
-                    ) -> torch.Tensor:
+def _ending_as_owed(chosen: torch.Tensor, top: torch.Tensor, ids: torch.Tensor, eos: torch.Tensor,
+                    owing: list[tuple[int, Step]]) -> torch.Tensor:
     """Each owing row's best owed token ranked as its <eos> would have been, if that was higher: a
-    hypothesis about to stop writes what it owes instead (its score stays its own)."""
+    hypothesis about to stop writes what it owes instead (its score stays its own). A row whose
+    likeliest token (`top`: the candidates unmasked) would close its sentence while it owes a
+    glossary term (`Step.closing`) or end it writes only what it owes: the term goes where the
+    sentence would have ended, not into words made up to put off the end."""
     chosen = chosen.clone()
     for row, step in owing:
         owed = torch.isin(ids[row], token_tensor(step.owed, ids.device))
+        if step.closing and (eos[row] >= top[row].max() or int(ids[row, top[row].argmax()]) in step.closing):
+            chosen[row] = chosen[row].masked_fill(~owed, float("-inf"))
+            continue
         best = chosen[row].masked_fill(~owed, float("-inf")).argmax()
         chosen[row, best] = torch.maximum(chosen[row, best], eos[row])
     return chosen
@@ -291,13 +321,13 @@ def _continue(moves: list[tuple[int, int, float]], previous: list[float], beams:
 
 
 @torch.inference_mode()
-def forced(model: Seq2Seq, src: torch.Tensor, src_lens: torch.Tensor, bos_id: int, eos_id: int,
-           outputs: list[list[int]], banned_id: int | None = None, scored: bool = True
-           ) -> list[tuple[list[float], torch.Tensor]]:
+def forced(model: Seq2Seq, src: torch.Tensor, src_lens: torch.Tensor, specials: Specials, outputs: list[list[int]],
+           scored: bool = True) -> list[tuple[list[float], torch.Tensor]]:
     """The decoder fed given outputs (from any search, or a person): per row the log-probability
-    of each token, <eos> last, on the scale search scores on (`banned_id` excluded alike), and
+    of each token, <eos> last, on the scale search scores on (`specials.banned` excluded alike), and
     the attention weights (len(output) + 1, src_len). One decoder call a step for the batch.
     Without `scored`, the weights alone (and empty score lists): no step ranks the vocabulary."""
+    bos_id, eos_id = specials.bos, specials.eos
     rows, steps = len(outputs), max(len(o) for o in outputs) + 1
     target = torch.full((rows, steps), eos_id, dtype=torch.long)
     for i, output in enumerate(outputs):
@@ -308,7 +338,7 @@ def forced(model: Seq2Seq, src: torch.Tensor, src_lens: torch.Tensor, bos_id: in
     scores, weights = [], []
     for t in range(steps):
         # every token's log-probability, in vocabulary order, in either engine
-        top, _, _, state, step_weights = model.candidates(prev, state, None if scored else 1, banned_id, eos_id)
+        top, _, _, state, step_weights = model.candidates(prev, state, None if scored else 1, specials.banned, eos_id)
         if scored:
             scores.append(top.gather(1, target[:, t, None]).squeeze(1).float().cpu())
         weights.append(step_weights.float().cpu())
@@ -319,17 +349,12 @@ def forced(model: Seq2Seq, src: torch.Tensor, src_lens: torch.Tensor, bos_id: in
             for i, o in enumerate(outputs)]
 
 
-def greedy(model: Seq2Seq, src: torch.Tensor, src_lens: torch.Tensor, bos_id: int, eos_id: int,
-           max_lens: torch.Tensor, rules: Sequence[Rules] | None = None, banned_id: int | None = None
-           ) -> list[Hypothesis]:
+def greedy(model: Seq2Seq, sources: Sources, specials: Specials) -> list[Hypothesis]:
     """The most likely token at each step (that the rules allow), one hypothesis per source."""
-    return [hyps[0] for hyps in search(model, src, src_lens, bos_id, eos_id, max_lens, beam_for(1, rules), rules,
-                                       banned_id)]
+    return [hyps[0] for hyps in search(model, sources, specials, beam_for(1, sources.rules))]
 
 
-def beam_search(model: Seq2Seq, src: torch.Tensor, src_lens: torch.Tensor, bos_id: int, eos_id: int,
-                max_lens: torch.Tensor, beam_size: int, length_penalty: float = 1.0, nbest: int = 1,
-                rules: Sequence[Rules] | None = None, banned_id: int | None = None) -> list[list[Hypothesis]]:
+def beam_search(model: Seq2Seq, sources: Sources, specials: Specials, beam_size: int, length_penalty: float = 1.0,
+                nbest: int = 1) -> list[list[Hypothesis]]:
     """Batched beam search: k hypotheses for every sentence advance together, one decoder call a step."""
-    return search(model, src, src_lens, bos_id, eos_id, max_lens, beam_for(beam_size, rules), rules, banned_id,
-                  length_penalty, nbest)
+    return search(model, sources, specials, beam_for(beam_size, sources.rules), length_penalty, nbest)

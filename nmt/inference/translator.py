@@ -19,6 +19,7 @@ import math
 import re
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import NamedTuple
 
 import torch
@@ -29,13 +30,21 @@ from nmt.data.protected_numbers import Number, SpanRule
 from nmt.data.tokenizer import Tokenizer, WordTokenizer, legacy_form
 from nmt.data.vocab import EOS, Vocab
 from nmt.errors import NmtError
-from nmt.inference.constraints import Rules, sentence_rules
-from nmt.inference.ensemble import Ensemble
+from nmt.inference.constraints import Pieces, Rules, sentence_rules
 from nmt.inference.engines import engine_device, map_batches, torch_threads
+from nmt.inference.ensemble import Ensemble
+from nmt.inference.glossary import Glossary, closes, pieces_of
 from nmt.inference.onnx_engine import OnnxSeq2Seq, load_engine
-from nmt.inference.glossary import Glossary
 from nmt.inference.sampling import Sampling, samples
-from nmt.inference.search import Hypothesis, beam_for, forced, hypothesis, search
+from nmt.inference.search import (
+    Hypothesis,
+    Sources,
+    Specials,
+    beam_for,
+    forced,
+    hypothesis,
+    search,
+)
 from nmt.inference.words import alignment, text_words, word_scores, words_of
 from nmt.model import Seq2Seq
 from nmt.model.checkpoint import LoadedModel, load_models
@@ -219,14 +228,12 @@ def forced_batches(translator: Translator, src_ids: Sequence[list[int]], out_ids
                    scored: bool = True) -> dict[int, tuple[list[float], torch.Tensor]]:
     """`search.forced` over many sentences (source ids, <eos> last), batched by source length: per
     non-empty source, its output's token scores (where `scored`) and attention weights."""
-    vocab = translator.tgt_vocab
     batches = by_length(src_ids, translator.cfg.batch_size)
 
     def decode(indices: list[int]) -> list[tuple[list[float], torch.Tensor]]:
         src = pad([src_ids[i] for i in indices], translator.src_vocab.pad_id).to(translator.device)
         lens = torch.tensor([len(src_ids[i]) for i in indices], device=translator.device)
-        return forced(translator.model, src, lens, vocab.bos_id, vocab.eos_id, [out_ids[i] for i in indices],
-                      translator.banned_id, scored)
+        return forced(translator.model, src, lens, translator.specials, [out_ids[i] for i in indices], scored)
 
     decoded = map_batches(translator.model, decode, batches)
     return dict(zip(itertools.chain(*batches), itertools.chain(*decoded)))
@@ -244,7 +251,8 @@ class Translator:
         self.model, self.src_vocab, self.tgt_vocab = model, src_vocab, tgt_vocab
         self.cfg, self.device = cfg, device
         self.tokenizer = tokenizer or WordTokenizer()
-        self.banned_id = tgt_vocab.unk_id if self.tokenizer.ban_unk else None
+        self.specials = Specials(tgt_vocab.bos_id, tgt_vocab.eos_id,
+                                 tgt_vocab.unk_id if self.tokenizer.ban_unk else None)
 
     @classmethod
     def load(cls, checkpoint: str | None = None, device: str | torch.device = "auto",
@@ -297,6 +305,11 @@ class Translator:
         return [[translation(self.tokenizer, self.tgt_vocab.decode(h.tokens), h, sentence.numbers) for h in hyps]
                 for hyps, sentence in zip(self._search(sentences, beam, n, sample), sentences)]
 
+    @cached_property
+    def pieces(self) -> Pieces:
+        """The target tokens the glossary's rules name: those that continue a word, those that close a sentence."""
+        return pieces_of(self.tgt_vocab.itos, self.tokenizer.kind == "subword")
+
     def sentences(self, texts: Sequence[str], first_line: int = 1, prefix: str | Sequence[str] | None = None,
                   glossary: GlossaryLike = None) -> list[Sentence]:
         """Each text as the record search takes: its source ids, numbers, rules and cap. `prefix`
@@ -313,7 +326,7 @@ class Translator:
             line = first_line + i
             ids = source_ids(tokens, self.src_vocab, self.cfg.max_input_len, line) if tokens else []
             prefix_ids = self.tgt_vocab.encode(next(prefix_tokens)) if prefixes[i] is not None else ()
-            rules = sentence_rules(spans, i, prefix_ids, terms[i])
+            rules = sentence_rules(spans, i, prefix_ids, terms[i], self.pieces, closes(texts[i]))
             out.append(Sentence(line, ids, numbers[i], rules, output_cap(len(ids), rules, self.cfg, line)))
         return out
 
@@ -354,7 +367,7 @@ class Translator:
         out = self.tgt_vocab.encode(list(output))
         with torch_threads(self.model):
             weights = forced(self.model, torch.tensor([ids], device=self.device), torch.tensor([len(ids)]),
-                             self.tgt_vocab.bos_id, self.tgt_vocab.eos_id, [out], scored=False)[0][1]
+                             self.specials, [out], scored=False)[0][1]
         return shown(self.tokenizer, [self.src_vocab.itos[i] for i in ids],
                      [self.tgt_vocab.itos[i] for i in out] + [EOS], weights, numbers)
 
@@ -374,12 +387,9 @@ class Translator:
     def _decode(self, batch: Sequence[Sentence], beam: int, nbest: int, sample: Sampling | None
                 ) -> list[list[Hypothesis]]:
         """One batch searched (greedy, beam) or sampled, each sentence under its own rules and cap."""
-        src = pad([s.ids for s in batch], self.src_vocab.pad_id).to(self.device)
-        src_lens = torch.tensor([len(s.ids) for s in batch], device=self.device)
-        caps = torch.tensor([s.cap for s in batch], device=self.device)
-        rules, bos, eos = [s.rules for s in batch], self.tgt_vocab.bos_id, self.tgt_vocab.eos_id
+        sources = Sources(pad([s.ids for s in batch], self.src_vocab.pad_id).to(self.device),
+                          torch.tensor([len(s.ids) for s in batch], device=self.device),
+                          torch.tensor([s.cap for s in batch], device=self.device), [s.rules for s in batch])
         if sample is not None:
-            return samples(self.model, src, src_lens, bos, eos, caps, nbest, sample, rules, self.banned_id,
-                           self.cfg.length_penalty)
-        return search(self.model, src, src_lens, bos, eos, caps, beam_for(beam, rules), rules, self.banned_id,
-                      self.cfg.length_penalty, nbest)
+            return samples(self.model, sources, self.specials, nbest, sample, self.cfg.length_penalty)
+        return search(self.model, sources, self.specials, beam_for(beam, sources.rules), self.cfg.length_penalty, nbest)

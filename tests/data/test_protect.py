@@ -16,7 +16,7 @@ from nmt.data.vocab import SPECIALS, Vocab
 from nmt.errors import ConfigError
 from nmt.evaluation.report import numbers_copied, numbers_invented
 from nmt.inference.constraints import sentence_rules
-from nmt.inference.search import beam_search, greedy
+from nmt.inference.search import Sources, Specials, beam_search, greedy
 from nmt.model import build_model
 
 EN_FR = SpanProtector("en", "fr")
@@ -122,6 +122,7 @@ def test_protect_needs_subwords():
 
 
 VOCAB = Vocab(list(SPECIALS) + list(PLACEHOLDERS) + [f"w{i}" for i in range(8)])
+TARGET_IDS = Specials(VOCAB.bos_id, VOCAB.eos_id)
 IDS = {VOCAB.stoi[p]: i for i, p in enumerate(PLACEHOLDERS)}
 
 
@@ -141,14 +142,13 @@ def test_search_writes_only_the_sentences_own_placeholders_once_each(search):
     model, counts = _eager_model(), [0, 1, 3]
     src = torch.tensor([[8 + 4, VOCAB.eos_id, 0], [9 + 4, 10 + 4, VOCAB.eos_id], [15, 16, VOCAB.eos_id]])
     lens, caps = torch.tensor([2, 3, 3]), torch.tensor([6, 6, 6])
-    free = [h.tokens for h in greedy(model, src, lens, VOCAB.bos_id, VOCAB.eos_id, caps)]
+    free = [h.tokens for h in greedy(model, Sources(src, lens, caps), TARGET_IDS)]
     assert all(o and o[0] == VOCAB.stoi["⦅N9⦆"] for o in free)  # what the rule has to prevent
     rules = [sentence_rules(SpanRule(IDS, counts), i) for i in range(len(counts))]
     if search == "greedy":
-        outputs = [h.tokens for h in greedy(model, src, lens, VOCAB.bos_id, VOCAB.eos_id, caps, rules)]
+        outputs = [h.tokens for h in greedy(model, Sources(src, lens, caps, rules), TARGET_IDS)]
     else:
-        outputs = [h[0].tokens for h in beam_search(model, src, lens, VOCAB.bos_id, VOCAB.eos_id, caps, 3,
-                                                    rules=rules)]
+        outputs = [h[0].tokens for h in beam_search(model, Sources(src, lens, caps, rules), TARGET_IDS, 3)]
     for output, count in zip(outputs, counts):
         written = [IDS[t] for t in output if t in IDS]
         assert sorted(written) == list(range(count)), (output, count)  # each of its own, once: it is eager

@@ -7,6 +7,7 @@ from nmt.config import ModelConfig
 from nmt.data.protected_numbers import PLACEHOLDERS, SpanRule
 from nmt.data.vocab import SPECIALS, Vocab
 from nmt.inference.constraints import Rules, sentence_rules
+from nmt.inference.search import Specials
 from nmt.model import build_model
 
 DIGITS = [str(d) for d in range(10)] + ["▁1", "1er"]
@@ -15,6 +16,7 @@ IDS = {VOCAB.stoi[p]: i for i, p in enumerate(PLACEHOLDERS)}
 DIGIT_IDS = frozenset(VOCAB.stoi[d] for d in DIGITS)
 WORDS = [VOCAB.stoi[f"w{i}"] for i in range(8)]
 BOS, EOS = VOCAB.bos_id, VOCAB.eos_id
+TARGET_IDS = Specials(BOS, EOS)
 
 
 def biased_model(**bias: float):

@@ -5,17 +5,20 @@ sampling, ensembles, both engines), with the number rules still kept."""
 import pytest
 import torch
 from helpers.engines import engines
-from helpers.number_models import BOS, EOS, IDS, WORDS, biased_model, placeholders_written, sources, strict
+from helpers.number_models import IDS, TARGET_IDS, WORDS, biased_model, placeholders_written, sources, strict
 from typer.testing import CliRunner
 
 import nmt
 from nmt.cli import app
+from nmt.config import ModelConfig
+from nmt.data.vocab import SPECIALS, Vocab
 from nmt.errors import NmtError
-from nmt.inference.constraints import sentence_rules
+from nmt.inference.constraints import Pieces, Progress, sentence_rules
 from nmt.inference.ensemble import Ensemble
-from nmt.inference.glossary import Glossary, holds
+from nmt.inference.glossary import Glossary, closes, holds, pieces_of
 from nmt.inference.sampling import Sampling, samples
-from nmt.inference.search import beam_search, greedy
+from nmt.inference.search import Sources, Specials, beam_search, greedy
+from nmt.model import build_model
 
 NEVER = [WORDS[5], WORDS[6], WORDS[7]]  # words the model below never writes on its own
 
@@ -38,12 +41,12 @@ def decode(model, terms, how, caps=8, spans=None):
     rules = [sentence_rules(spans, i, terms=t) for i, t in enumerate(terms)]
     caps = torch.full((len(terms),), caps)
     if how == "greedy":
-        return [[h.tokens] for h in greedy(model, src, lens, BOS, EOS, caps, rules)]
+        return [[h.tokens] for h in greedy(model, Sources(src, lens, caps, rules), TARGET_IDS)]
     if how == "sample":
-        return [[h.tokens for h in hyps] for hyps in samples(model, src, lens, BOS, EOS, caps, 3, Sampling(seed=1),
-                                                               rules)]
-    return [[h.tokens for h in hyps] for hyps in beam_search(model, src, lens, BOS, EOS, caps, 4, nbest=3,
-                                                              rules=rules)]
+        return [[h.tokens for h in hyps] for hyps in samples(model, Sources(src, lens, caps, rules), TARGET_IDS, 3,
+                                                               Sampling(seed=1))]
+    return [[h.tokens for h in hyps] for hyps in beam_search(model, Sources(src, lens, caps, rules), TARGET_IDS, 4,
+                                                              nbest=3)]
 
 
 SEARCHES = ["greedy", "beam", "sample"]
@@ -97,7 +100,7 @@ def test_an_ensemble_obeys_the_glossary():
     ensemble = Ensemble([_biased_against(NEVER), _biased_against(NEVER[:1])])
     src, lens = sources(2)
     rules = [sentence_rules(None, i, terms=[(NEVER[0],)]) for i in range(2)]
-    for hyps in beam_search(ensemble, src, lens, BOS, EOS, torch.full((2,), 6), 3, nbest=2, rules=rules):
+    for hyps in beam_search(ensemble, Sources(src, lens, torch.full((2,), 6), rules), TARGET_IDS, 3, nbest=2):
         assert hyps and all(NEVER[0] in h.tokens for h in hyps)
 
 
@@ -186,3 +189,68 @@ def test_a_term_the_vocabulary_spells_only_in_bytes_is_refused_with_one_warning(
         out = model.translate(["I see a cat."], beam=4, glossary={"cat": "🐈"})[0]
     assert out == model.translate(["I see a cat."], beam=4)[0] and "\ufffd" not in out
     assert "glossary term '🐈' holds a character the target vocabulary cannot write" in caplog.text
+
+
+PIECES_VOCAB = Vocab(list(SPECIALS) + ["▁le", "▁chat", "▁long", "ue", "s", ".", "!", "▁mot", "⦅N0⦆"])
+LONG, UE, DOT, MOT = (PIECES_VOCAB.stoi[p] for p in ("▁long", "ue", ".", "▁mot"))
+PIECES = pieces_of(PIECES_VOCAB.itos, subword=True)
+
+
+def _pieces_model(**bias: float):
+    """A real model whose output layer prefers some pieces (by name) and never writes ▁mot unasked."""
+    torch.manual_seed(0)
+    model = build_model(ModelConfig(embed_size=8, hidden_size=16, num_layers=1), PIECES_VOCAB, PIECES_VOCAB).eval()
+    with torch.no_grad():
+        for piece, value in {**bias, "▁mot": -30.0}.items():
+            model.decoder.out.bias[PIECES_VOCAB.stoi[piece]] += value
+    return model
+
+
+def _pieces_decode(model, term, how, pieces, closes=0, cap=8):
+    src = torch.tensor([[PIECES_VOCAB.stoi["▁le"], PIECES_VOCAB.stoi["▁chat"], PIECES_VOCAB.eos_id]] * 2)
+    rules = [sentence_rules(None, i, terms=[term], pieces=pieces, closes=closes) for i in range(2)]
+    batch, ids = Sources(src, torch.full((2,), 3), torch.full((2,), cap), rules), Specials(PIECES_VOCAB.bos_id,
+                                                                                         PIECES_VOCAB.eos_id)
+    if how == "greedy":
+        return [h.tokens for h in greedy(model, batch, ids)]
+    if how == "sample":
+        return [h.tokens for hyps in samples(model, batch, ids, 3, Sampling(seed=1)) for h in hyps]
+    return [h.tokens for hyps in beam_search(model, batch, ids, 4, nbest=3) for h in hyps]
+
+
+def test_the_vocabularys_pieces_that_continue_a_word_and_that_close_a_sentence():
+    assert {PIECES_VOCAB.itos[i] for i in PIECES.glued} == {"ue", "s"}  # not specials, placeholders, ▁-pieces
+    assert {PIECES_VOCAB.itos[i] for i in PIECES.closers} == {".", "!"}
+    assert not pieces_of(["<pad>", "le", "chats", "."], subword=False).glued  # a word tokenizer's tokens are words
+    assert [closes(t) for t in ("Go.", "Hi. How are you?", "It costs 3.5 dollars.", "No end", "Wait... what?!")] == [
+        0, 1, 0, 0, 1]
+
+
+def test_the_token_after_a_terms_last_piece_may_not_continue_its_word():
+    rules = sentence_rules(None, 0, terms=[(MOT, LONG)], pieces=PIECES)
+    written = rules.advance(rules.advance(Progress(), MOT), LONG)
+    assert PIECES.glued <= rules.step(written, written=2, room=6, eos_id=PIECES_VOCAB.eos_id).refused
+    assert rules.step(rules.advance(written, UE), written=3, room=5, eos_id=PIECES_VOCAB.eos_id) is None  # once
+    assert rules.step(rules.advance(Progress(), MOT), 1, 7, PIECES_VOCAB.eos_id).refused.isdisjoint(PIECES.glued)
+
+
+def test_beam_search_writes_a_term_as_a_whole_word():
+    model = _pieces_model(ue=30.0)  # it would continue any word with "ue": "▁long" "ue" is "longue", not the term
+    term = (LONG,)
+    loose = _pieces_decode(model, term, "beam", Pieces())
+    assert any(o[o.index(LONG) + 1:o.index(LONG) + 2] == [UE] for o in loose)  # what the rule has to prevent
+    for output in _pieces_decode(model, term, "beam", PIECES):
+        assert contains(output, term), output
+        assert not set(output[output.index(LONG) + 1:output.index(LONG) + 2]) & PIECES.glued, output
+
+
+@pytest.mark.parametrize("how", SEARCHES)
+def test_a_term_owed_goes_inside_the_sentence_not_after_its_end(how):
+    model = _pieces_model(**{".": 30.0})  # it would close its sentence at once, and the term would follow it
+    term = (MOT,)
+    loose = _pieces_decode(model, term, how, Pieces())  # no closers named: the term after the sentence's end
+    assert any(DOT in o[:o.index(MOT)] for o in loose)
+    loose = _pieces_decode(model, term, how, PIECES, closes=1)  # a source of two sentences may close one
+    assert all(o[:o.index(MOT)].count(DOT) <= 1 for o in loose) and any(DOT in o[:o.index(MOT)] for o in loose)
+    for output in _pieces_decode(model, term, how, PIECES):
+        assert contains(output, term) and DOT not in output[:output.index(MOT)], output

@@ -9,10 +9,10 @@ import torch
 from conftest import toy_lines
 from helpers.engines import engines
 from helpers.number_models import (
-    BOS,
     DIGIT_IDS,
     EOS,
     IDS,
+    TARGET_IDS,
     VOCAB,
     WORDS,
     biased_model,
@@ -24,7 +24,7 @@ from helpers.number_models import (
 
 from nmt.data.protected_numbers import PLACEHOLDERS, SpanRule
 from nmt.inference.constraints import Progress
-from nmt.inference.search import beam_search, greedy
+from nmt.inference.search import Sources, beam_search, greedy
 
 
 def decode(model, counts, search, caps, nbest=1, prefixes=None, spans=None):
@@ -34,8 +34,8 @@ def decode(model, counts, search, caps, nbest=1, prefixes=None, spans=None):
     caps = torch.tensor(caps)
     rules = rules_of(spans, prefixes)
     if search == "greedy":
-        return [[h.tokens] for h in greedy(model, src, lens, BOS, EOS, caps, rules)]
-    found = beam_search(model, src, lens, BOS, EOS, caps, 4, nbest=nbest, rules=rules)
+        return [[h.tokens] for h in greedy(model, Sources(src, lens, caps, rules), TARGET_IDS)]
+    found = beam_search(model, Sources(src, lens, caps, rules), TARGET_IDS, 4, nbest=nbest)
     return [[h.tokens for h in hyps] for hyps in found]
 
 
@@ -43,8 +43,8 @@ def decode(model, counts, search, caps, nbest=1, prefixes=None, spans=None):
 def test_a_model_that_prefers_digits_writes_none_outside_placeholders(search):
     model, counts = biased_model(digits=30.0), [0, 2, 3]
     src, lens = sources(3)
-    loose = [h.tokens for h in greedy(model, src, lens, BOS, EOS, torch.tensor([8, 8, 8]),
-                                      rules_of(SpanRule(IDS, counts)))]
+    unruled = Sources(src, lens, torch.tensor([8, 8, 8]), rules_of(SpanRule(IDS, counts)))
+    loose = [h.tokens for h in greedy(model, unruled, TARGET_IDS)]
     assert all(any(t in DIGIT_IDS for t in o) for o in loose)  # what the rule has to prevent
     for outputs, count in zip(decode(model, counts, search, [8, 8, 8], nbest=3), counts):
         assert outputs
@@ -57,8 +57,8 @@ def test_a_model_that_prefers_digits_writes_none_outside_placeholders(search):
 def test_a_model_that_prefers_to_stop_still_places_every_placeholder(search):
     model, counts = biased_model(eos=40.0), [0, 1, 4]
     src, lens = sources(3)
-    loose = [h.tokens for h in greedy(model, src, lens, BOS, EOS, torch.tensor([8, 8, 8]),
-                                      rules_of(SpanRule(IDS, counts)))]
+    unruled = Sources(src, lens, torch.tensor([8, 8, 8]), rules_of(SpanRule(IDS, counts)))
+    loose = [h.tokens for h in greedy(model, unruled, TARGET_IDS)]
     assert loose == [[], [], []]  # unconstrained, it drops every number
     for outputs, count in zip(decode(model, counts, search, [8, 8, 8], nbest=3), counts):
         assert outputs

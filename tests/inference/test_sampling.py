@@ -9,6 +9,7 @@ from helpers.number_models import (
     BOS,
     DIGIT_IDS,
     EOS,
+    TARGET_IDS,
     WORDS,
     biased_model,
     placeholders_written,
@@ -22,14 +23,15 @@ import nmt
 from nmt.cli import app
 from nmt.errors import NmtError
 from nmt.inference.sampling import Sampling, draw_one, samples, truncated
-from nmt.inference.search import greedy
+from nmt.inference.search import Sources, greedy
 
 
 def draw(model, rows, sampling, spans=None, prefixes=None, cap=8):
     """Each row's one sample: its tokens and their scores."""
     src, lens = sources(rows)
     rules = rules_of(spans, prefixes) if spans is not None else None
-    drawn = [hyps[0] for hyps in samples(model, src, lens, BOS, EOS, torch.full((rows,), cap), 1, sampling, rules)]
+    batch = Sources(src, lens, torch.full((rows,), cap), rules)
+    drawn = [hyps[0] for hyps in samples(model, batch, TARGET_IDS, 1, sampling)]
     return [h.tokens for h in drawn], [h.token_scores for h in drawn]
 
 
@@ -37,7 +39,8 @@ def test_top_k_one_is_greedy_search():
     model = biased_model()
     src, lens = sources(6)
     for spans in (None, strict([0, 1, 2, 0, 3, 1])):
-        expected = greedy(model, src, lens, BOS, EOS, torch.full((6,), 8), rules_of(spans) if spans else None)
+        batch = Sources(src, lens, torch.full((6,), 8), rules_of(spans) if spans else None)
+        expected = greedy(model, batch, TARGET_IDS)
         outputs, scores = draw(model, 6, Sampling(top_k=1, seed=5), spans)
         assert outputs == [h.tokens for h in expected]
         assert scores == [pytest.approx(h.token_scores) for h in expected]
@@ -56,7 +59,7 @@ def test_with_no_cut_the_draws_follow_the_models_distribution():
     src, lens = sources(1)
     first_step = model.candidates(torch.tensor([BOS]), model.encode(src, lens), None, None, EOS)[0].exp()[0]
     rows = 4000
-    (drawn,) = samples(model, src, lens, BOS, EOS, torch.ones(1, dtype=torch.long), rows, Sampling(seed=7))
+    (drawn,) = samples(model, Sources(src, lens, torch.ones(1, dtype=torch.long)), TARGET_IDS, rows, Sampling(seed=7))
     counts = torch.bincount(torch.tensor([h.tokens[0] if h.tokens else EOS for h in drawn]), minlength=len(first_step))
     assert (counts / rows).tolist() == pytest.approx(first_step.tolist(), abs=0.02)
 

@@ -3,10 +3,11 @@ import torch
 
 from nmt.config import ModelConfig
 from nmt.data.vocab import SPECIALS, Vocab
-from nmt.inference.search import beam_search, greedy
+from nmt.inference.search import Sources, Specials, beam_search, greedy
 from nmt.model import build_model
 
 VOCAB = Vocab(list(SPECIALS) + [f"w{i}" for i in range(12)])
+TARGET_IDS = Specials(VOCAB.bos_id, VOCAB.eos_id)
 BOS, EOS = VOCAB.bos_id, VOCAB.eos_id
 
 
@@ -44,7 +45,7 @@ def _token_log_probs(model, src, src_len, tokens):
 def test_greedy_gives_each_tokens_log_probability(seed):
     model = _model(seed)
     src, lens, caps = _inputs(seed)
-    for i, hyp in enumerate(greedy(model, src, lens, BOS, EOS, caps)):
+    for i, hyp in enumerate(greedy(model, Sources(src, lens, caps), TARGET_IDS)):
         # at its cap a hypothesis may only end: its <eos> is scored as the model scores it there too
         assert hyp.token_scores == pytest.approx(_token_log_probs(model, src[i], int(lens[i]), hyp.tokens), abs=1e-4)
         assert hyp.score == pytest.approx(sum(hyp.token_scores)) and len(hyp.tokens) <= caps[i]
@@ -54,8 +55,8 @@ def test_greedy_gives_each_tokens_log_probability(seed):
 def test_beam_one_is_greedy(seed):
     model = _model(seed)
     src, lens, caps = _inputs(seed)
-    greedy_out = greedy(model, src, lens, BOS, EOS, caps)
-    beam_out = beam_search(model, src, lens, BOS, EOS, caps, beam_size=1)
+    greedy_out = greedy(model, Sources(src, lens, caps), TARGET_IDS)
+    beam_out = beam_search(model, Sources(src, lens, caps), TARGET_IDS, beam_size=1)
     assert [h[0] for h in beam_out] == greedy_out
 
 
@@ -67,7 +68,7 @@ def test_scores_are_the_models_log_probs_and_grow_with_the_beam():
         src, lens, caps = _inputs(seed)
         best = {}
         for k in (1, 2, 5, 10):
-            hyps = beam_search(model, src, lens, BOS, EOS, caps, beam_size=k, length_penalty=1.0)
+            hyps = beam_search(model, Sources(src, lens, caps), TARGET_IDS, beam_size=k, length_penalty=1.0)
             for i, h in enumerate(hyps):
                 assert len(h[0].tokens) <= caps[i]
                 assert h[0].score == pytest.approx(_log_prob(model, src[i], int(lens[i]), h[0].tokens), abs=1e-4)
@@ -88,9 +89,9 @@ def test_batched_beam_equals_one_sentence_at_a_time(options):
     """Beam search reorders and prunes rows of the decoder state (input feeding's too)."""
     model = _model(7, **options)
     src, lens, caps = _inputs(7)
-    batched = beam_search(model, src, lens, BOS, EOS, caps, beam_size=4, nbest=3)
+    batched = beam_search(model, Sources(src, lens, caps), TARGET_IDS, beam_size=4, nbest=3)
     for i in range(len(lens)):
-        alone = beam_search(model, src[i: i + 1, : lens[i]], lens[i: i + 1], BOS, EOS, caps[i: i + 1],
+        alone = beam_search(model, Sources(src[i: i + 1, : lens[i]], lens[i: i + 1], caps[i: i + 1]), TARGET_IDS,
                             beam_size=4, nbest=3)[0]
         assert [h.tokens for h in alone] == [h.tokens for h in batched[i]]
         assert [h.score for h in alone] == pytest.approx([h.score for h in batched[i]], abs=1e-5)
@@ -99,7 +100,7 @@ def test_batched_beam_equals_one_sentence_at_a_time(options):
 def test_nbest_is_sorted_and_distinct():
     model = _model(3)
     src, lens, caps = _inputs(3)
-    for hyps in beam_search(model, src, lens, BOS, EOS, caps, beam_size=5, nbest=5):
+    for hyps in beam_search(model, Sources(src, lens, caps), TARGET_IDS, beam_size=5, nbest=5):
         assert 1 <= len(hyps) <= 5
         normalized = [h.normalized for h in hyps]
         assert normalized == sorted(normalized, reverse=True)

@@ -11,7 +11,7 @@ import torch.nn.functional as F
 from nmt.config import ModelConfig
 from nmt.data.batches import Batch
 from nmt.data.vocab import SPECIALS, Vocab
-from nmt.inference.search import beam_search, greedy
+from nmt.inference.search import Sources, Specials, beam_search, greedy
 from nmt.model import build_model
 from nmt.model.copy import CopyGate, CopyScores, source_to_target_ids
 from nmt.model.loss import batch_loss
@@ -112,8 +112,9 @@ def test_a_copying_model_writes_tokens_it_never_saw_as_targets():
         src, src_lens, _, _ = batch(unseen)
         caps = torch.full((len(unseen),), 3)
         with torch.inference_mode():
-            greedy_out = [h.tokens for h in greedy(model, src, src_lens, 1, 2, caps)]
-            beam_out = [hyps[0].tokens for hyps in beam_search(model, src, src_lens, 1, 2, caps, beam_size=3)]
+            given, target_ids = Sources(src, src_lens, caps), Specials(1, 2)
+            greedy_out = [h.tokens for h in greedy(model, given, target_ids)]
+            beam_out = [hyps[0].tokens for hyps in beam_search(model, given, target_ids, beam_size=3)]
         wanted = [[x] for x in unseen]
         copied = sum(out == want for out, want in zip(greedy_out, wanted))
         assert copied == len(unseen) if copy else copied == 0, greedy_out

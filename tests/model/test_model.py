@@ -4,10 +4,11 @@ import torch
 from nmt import hardware
 from nmt.config import ModelConfig
 from nmt.data.vocab import SPECIALS, Vocab
-from nmt.inference.search import greedy
+from nmt.inference.search import Sources, Specials, greedy
 from nmt.model import build_model
 
 VOCAB = Vocab(list(SPECIALS) + [f"w{i}" for i in range(20)])
+TARGET_IDS = Specials(VOCAB.bos_id, VOCAB.eos_id)
 
 
 # The seed design, and every model option on at once (tying needs embed_size == hidden_size).
@@ -66,7 +67,7 @@ def test_teacher_forced_logits_equal_step_by_step_decoding(options):
 def test_greedy_matches_argmax_decoding_and_respects_caps(options):
     model = _model(**options)
     src, src_lens = torch.tensor([[5, 6, 7, 2], [8, 2, 0, 0]]), torch.tensor([4, 2])
-    outputs = [h.tokens for h in greedy(model, src, src_lens, VOCAB.bos_id, VOCAB.eos_id, torch.tensor([6, 3]))]
+    outputs = [h.tokens for h in greedy(model, Sources(src, src_lens, torch.tensor([6, 3])), TARGET_IDS)]
     assert len(outputs[0]) <= 6 and len(outputs[1]) <= 3
     for row in range(2):  # each row decoded alone, one argmax at a time, gives the same tokens
         state = model.encode(src[row: row + 1, : src_lens[row]], src_lens[row: row + 1])
@@ -177,14 +178,13 @@ def test_small_inference_steps_take_the_cells_path_on_cpu(monkeypatch):
     monkeypatch.setattr(decoder, "lstm_cells_step", lambda *args: calls.append(1) or original(*args))
     model = _model().eval()
     src, src_lens = torch.tensor([[5, 6, 7, 2], [8, 2, 0, 0]]), torch.tensor([4, 2])
-    greedy(model, src, src_lens, VOCAB.bos_id, VOCAB.eos_id, torch.tensor([3, 3]))
+    greedy(model, Sources(src, src_lens, torch.tensor([3, 3])), TARGET_IDS)
     assert calls
     calls.clear()
     model(src, src_lens, torch.tensor([[1, 9, 10], [1, 12, 0]])).sum().backward()
     rows = decoder.CPU_CELLS_MAX_ROWS + 1
     with torch.inference_mode():
-        greedy(model, src[:1].repeat(rows, 1), src_lens[:1].repeat(rows), VOCAB.bos_id, VOCAB.eos_id,
-               torch.full((rows,), 3))
+        greedy(model, Sources(src[:1], src_lens[:1], torch.full((1,), 3)).repeated(rows), TARGET_IDS)
     assert not calls
 
 

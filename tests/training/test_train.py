@@ -8,7 +8,7 @@ from nmt.config import config_from_dict
 from nmt.data.batches import collate, encode_pairs
 from nmt.data.corpus import Pair
 from nmt.data.vocab import Vocab
-from nmt.inference.search import greedy
+from nmt.inference.search import Sources, Specials, greedy
 from nmt.model import build_model
 from nmt.model.checkpoint import load_model, save_checkpoint
 from nmt.training.loop import train, train_step
@@ -29,7 +29,7 @@ def test_tiny_model_overfits_a_handful_of_pairs_exactly():
     losses = [train_step(model, [batch], optimizer, cfg, tv.pad_id)[0] for _ in range(150)]
     assert losses[-1] < 0.05 < losses[0]
     model.eval()
-    outputs = greedy(model, batch.src, batch.src_lens, tv.bos_id, tv.eos_id, torch.full((8,), 12))
+    outputs = greedy(model, Sources(batch.src, batch.src_lens, torch.full((8,), 12)), Specials(tv.bos_id, tv.eos_id))
     assert [" ".join(tv.decode(o.tokens)) for o in outputs] == [fr for _, fr in HANDFUL]
 
 

@@ -39,6 +39,11 @@ PrefixOpt = Annotated[Optional[str], typer.Option(
 GlossaryOpt = Annotated[Optional[Path], typer.Option(
     "--glossary", help="A file of 'source term<TAB>target term' lines: where a source holds a term (whole "
                        "words, any case), its translation contains the target term as written.")]
+MarkupOpt = Annotated[Optional[bool], typer.Option(
+    "--markup/--no-markup", show_default=False,
+    help="Keep inline XML/HTML tags (<b>..</b>, <a href=..>..</a>, <br/>): taken out, the text translated, each put "
+         "back around the aligned output words, always well formed. Default: for sources that read as well-formed "
+         "markup; --markup: every source (malformed markup is an error), --no-markup: none.")]
 TargetArg = Annotated[Optional[Path], typer.Argument(
     help="YAML config (default: configs/default.yaml); with --resume, a run directory "
          "(default: the newest run under runs/).", show_default=False)]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import sys
+from functools import partial
 from pathlib import Path
 from typing import Annotated, Optional
 
@@ -19,6 +20,7 @@ from nmt.cli.options import (
     GlossaryOpt,
     InputOpt,
     LooseNumbersOpt,
+    MarkupOpt,
     NbestOpt,
     PlotOpt,
     PrefixOpt,
@@ -43,7 +45,7 @@ def translate(text: TextArg = None, input_: InputOpt = None, checkpoint: Checkpo
               engine: EngineOpt = "torch", scores: ScoresOpt = False, align: AlignOpt = False,
               prefix: PrefixOpt = None, loose_numbers: LooseNumbersOpt = False, sample: SampleOpt = False,
               top_k: TopKOpt = 0, top_p: TopPOpt = 1.0, temperature: TemperatureOpt = 1.0, seed: SeedOpt = 0,
-              glossary: GlossaryOpt = None) -> None:
+              glossary: GlossaryOpt = None, markup: MarkupOpt = None) -> None:
     """Translate: sentences given here, a file, piped stdin, or an interactive prompt."""
     from nmt.inference.glossary import Glossary
     from nmt.inference.translator import Translator
@@ -59,6 +61,8 @@ def translate(text: TextArg = None, input_: InputOpt = None, checkpoint: Checkpo
                        'e.g. nmt translate "I am cold." --plot attention.png')
     if (scores or align) and nbest > 1:
         raise NmtError("--scores and --align annotate the best translation; leave out --nbest")
+    if markup and (nbest > 1 or tokenized):
+        raise NmtError("--markup keeps the tags in the best translation's text: leave out --nbest and --tokenized")
     sampling = _sampling(sample, beam, top_k, top_p, temperature, seed)
     translator = Translator.load(checkpoint, device, engine=engine, strict_numbers=False if loose_numbers else None)
     if plot or show_attention:
@@ -66,13 +70,18 @@ def translate(text: TextArg = None, input_: InputOpt = None, checkpoint: Checkpo
         return
     printer = Printer(translator, tokenized, scores, align, nbest)
     search = dict(n=nbest, beam=beam, prefix=prefix, sample=sampling, glossary=terms)
+    stream = translator.nbest_stream
+    if markup is not False and nbest == 1 and not tokenized:
+        from nmt.inference.markup import marked_stream
+
+        stream = partial(marked_stream, translator, markup=markup)
     if text:
-        printer.print_all(translator.nbest_stream(text, **search))
+        printer.print_all(stream(text, **search))
     elif input_ is not None:
-        _translate_file(translator, input_, printer, search)
+        _translate_file(stream, input_, printer, search)
     else:  # a prompt, or a pipe: each line answered as it arrives, so a program can talk to nmt line by line
         lines = _prompted_lines(translator.tokenizer.source_lang) if sys.stdin.isatty() else _stdin_lines()
-        printer.print_all(translator.nbest_stream(lines, chunk_size=1, **search), flush=True)
+        printer.print_all(stream(lines, chunk_size=1, **search), flush=True)
 
 
 class Printer:
@@ -131,7 +140,7 @@ def _sampling(sample: bool, beam: Optional[int], top_k: int, top_p: float, tempe
     return Sampling(top_k, top_p, temperature, seed)
 
 
-def _translate_file(translator, input_: str, printer: Printer, search: dict) -> None:
+def _translate_file(stream, input_: str, printer: Printer, search: dict) -> None:
     """A file (or `-`, stdin) in chunks to stdout, with a progress bar on stderr (a plain line
     every 10 s off a terminal) and the speed at the end: back-translating a large file takes a while."""
     import time
@@ -141,7 +150,7 @@ def _translate_file(translator, input_: str, printer: Printer, search: dict) -> 
 
     total = None if input_ == "-" else _count_lines(Path(input_))
     with _open_input(input_) as f, Meter(total, "translate", "sentences") as meter:
-        for texts, results in translator.nbest_stream(iter_text_lines(f, input_), **search):
+        for texts, results in stream(iter_text_lines(f, input_), **search):
             printer.print(texts, results)
             meter.update(len(texts))
     seconds = time.monotonic() - meter.start

@@ -27,6 +27,7 @@ from starlette.exceptions import HTTPException
 from nmt.errors import NmtError
 from nmt.inference.engines import engine_device
 from nmt.inference.glossary import Glossary
+from nmt.inference.markup import Markup, MarkupError, read
 from nmt.inference.translator import Translator, one_per_text
 from nmt.inference.words import pharaoh, words_of
 from nmt.model.checkpoint import LoadedModel, load_models
@@ -60,6 +61,7 @@ class TranslateRequest(BaseModel):
     align: bool = False
     prefix: str | list[str] | None = None
     glossary: dict[str, str] | None = None
+    markup: bool | None = None  # inline tags kept (nmt.inference.markup); None: where a text reads as markup
 
 
 class OpenNMTItem(BaseModel):  # OpenNMT-py's REST server takes a list of these
@@ -163,6 +165,23 @@ class Service:
             raise ApiError(503, "the server is busy; retry shortly", {"Retry-After": "1"}) from None
         return await asyncio.wrap_future(future)
 
+    @staticmethod
+    def markup(texts: list[str], markup: bool | None) -> list[Markup | None]:
+        """Each text read as markup where the request asks for it (malformed: 422 naming the text)."""
+        try:
+            return [read(text, markup, f"text {i}") for i, text in enumerate(texts, 1)]
+        except MarkupError as e:
+            raise ApiError(422, f"markup: {e}") from None
+
+    @staticmethod
+    def restore(marked: list[Markup | None], results: list[Result]) -> None:
+        """Each marked text's best translation with its tags put back around the aligned words."""
+        for markup, result in zip(marked, results):
+            if markup is not None and result.translations and result.attention is not None:
+                best = result.translations[0]
+                result.translations[0] = dataclasses.replace(
+                    best, text=markup.restore(best.words, result.attention.alignment(best)))
+
     def entry(self, text: str, result: Result, nbest: int, scores: bool = False, align: bool = False,
               attention: bool = True) -> dict[str, Any]:
         best = result.translations[0] if result.translations else None
@@ -224,8 +243,9 @@ def create_app(translator: Translator, settings: ServeSettings, info: dict[str, 
         """Translate `text` (a string) or `texts` (a list); optional `beam`, `nbest`, `attention`
         (source and output tokens with the weight matrix, output x source), `scores` (the mean
         token log-probability, the words and each word's), `align` (Pharaoh word alignment) and
-        `prefix` (what each output starts with: one string, or one per text) and `glossary`
-        ({"source term": "target term"}, added to the server's own)."""
+        `prefix` (what each output starts with: one string, or one per text), `glossary`
+        ({"source term": "target term"}, added to the server's own) and `markup` (inline tags kept
+        around the aligned words; default: where a text reads as markup)."""
         try:
             body = TranslateRequest.model_validate(await read_json(request, settings.max_body_bytes))
         except ValidationError as e:
@@ -235,8 +255,11 @@ def create_app(translator: Translator, settings: ServeSettings, info: dict[str, 
         texts = [body.text] if body.text is not None else list(body.texts or [])
         options = service.check(texts, body.beam, body.nbest)
         prefixes = service.prefixes(body.prefix, len(texts))
-        results = await service.translate(texts, options, body.attention or body.align, prefixes,
+        marked = service.markup(texts, body.markup)
+        plain = [m.text if m is not None else t for m, t in zip(marked, texts)]
+        results = await service.translate(plain, options, body.attention or body.align or any(marked), prefixes,
                                           service.glossary(body.glossary))
+        service.restore(marked, results)
         entries = [service.entry(t, r, body.nbest, body.scores, body.align, body.attention)
                    for t, r in zip(texts, results)]
         return {"translations": entries, "beam": options.beam}

@@ -118,6 +118,20 @@ def test_glossaries_per_request_and_for_the_whole_server(client, translator, run
         assert holds(onmt[0][0]["tgt"], "maison")
 
 
+def test_markup_is_kept_per_request_and_malformed_markup_is_a_422(client, translator):
+    from nmt.inference.markup import translate_marked
+
+    text = "I see a <b>cat</b>."
+    asked = client.post("/translate", json={"texts": [text, SENTENCES[1]]}).json()["translations"]
+    assert asked[0]["src"] == text and asked[0]["tgt"] == translate_marked(translator, [text])[0]
+    assert asked[0]["tgt"].count("<b>") == asked[0]["tgt"].count("</b>") == 1, asked[0]
+    assert asked[1]["tgt"] == translator.translate(SENTENCES[1])  # no markup in it: as without
+    as_text = client.post("/translate", json={"text": text, "markup": False}).json()["translations"][0]
+    assert as_text["tgt"] == translator.translate(text)
+    bad = client.post("/translate", json={"texts": [SENTENCES[0], "a <b>cat"], "markup": True})
+    assert bad.status_code == 422 and bad.json()["error"] == "markup: text 2: '<b>' is never closed: close it with </b>"
+
+
 def test_opennmt_py_clients_work_unchanged(client, translator):
     # The exact shape an OpenNMT-py REST client sends, and the shape it reads back.
     response = client.post("/translator/translate", content=json.dumps([{"src": "I see a cat.", "id": 100}]),

@@ -21,6 +21,7 @@ from __future__ import annotations
 import copy
 import dataclasses
 import html
+import math
 import re
 from collections import deque
 from collections.abc import Iterable, Iterator, Sequence
@@ -136,7 +137,7 @@ def marked_stream(translator: Translator, lines: Iterable[str], markup: bool | N
     """`Translator.nbest_stream` (n = 1) for sources that may hold markup: each chunk's sources as
     given and their translations, the text of those read as markup (`read`) with their tags put
     back around the aligned output words."""
-    from nmt.inference.translator import alignments
+    from nmt.inference.translator import Translation, alignments
 
     given: deque[tuple[str, Markup | None]] = deque()
 
@@ -153,6 +154,9 @@ def marked_stream(translator: Translator, lines: Iterable[str], markup: bool | N
         for i, found in zip(marked, pairs):
             best = results[i][0]
             results[i] = [dataclasses.replace(best, text=sources[i][1].restore(best.words, found))]
+        for i, (_, markup) in enumerate(sources):  # no text to translate ("<br/>"): the tags alone
+            if markup is not None and not results[i] and markup.has_tags:
+                results[i] = [Translation(markup.restore([], []), "", math.nan, [])]
         yield [text for text, _ in sources], results
 
 

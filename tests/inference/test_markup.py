@@ -98,6 +98,7 @@ def test_a_real_model_keeps_the_tags_and_translates_the_text(protected_run):
         assert tags_of(out) == tags_of(source), out
         assert "".join(ET.fromstring(f"<root>{out}</root>").itertext()).split() == text.split()
     assert "23" in marked[1]
+    assert translate_marked(model, ["<br/>", "", "<b></b>"]) == ["<br/>", "", "<b></b>"]  # no text: the tags alone
 
 
 def test_the_command_keeps_markup_and_says_what_is_malformed(protected_run):

@@ -21,6 +21,11 @@ import torch
 from nmt.inference.constraints import NO_RULES, Progress, Rules, Step, allowed, token_tensor
 from nmt.model import Seq2Seq
 
+# Room a step's candidates keep for refused tokens: the number rules refuse a few dozen (digits, other
+# sentences' placeholders), all within it; after a glossary term every piece that continues a word is
+# refused (thousands), and ranking that many would cost more than the whole search: the best 2k + 64
+# tokens hold word starts and punctuation enough
+REFUSED_ROOM = 64
 Candidate = tuple[float, int, int]  # (the score the policy ranks by, beam within its sentence, column)
 
 
@@ -236,7 +241,7 @@ def _width(policy: Policy, steps: list[Step | None]) -> int | None:
     width = policy.width()
     if width is None:
         return None
-    return width + max((len(s.refused) for s in steps if s is not None), default=0)
+    return width + max((min(len(s.refused), REFUSED_ROOM) for s in steps if s is not None), default=0)
 
 
 def _named(steps: list[Step | None], eos_id: int, device: torch.device) -> torch.Tensor | None:

@@ -18,6 +18,7 @@ from pathlib import Path
 
 from nmt.errors import NmtError
 from nmt.inference.constraints import Pieces
+from nmt.inference.words import WORD_START
 
 
 @dataclass(frozen=True)
@@ -108,9 +109,8 @@ def holds(text: str, term: str, ignore_case: bool = False) -> bool:
     return re.search(_whole_words(_spaced(term)), text, re.IGNORECASE if ignore_case else 0) is not None
 
 
-WORD_START = "▁"  # SentencePiece's mark of a piece that begins a word
 CLOSER = re.compile(r"[.!?…]+[\"'»”)]*")  # a piece that ends a sentence: ".", "!", "?!", "...", '."'
-_SENTENCE_END = re.compile(r"[.!?…]+[\"'»”)]*(?=\s|$)")
+_SENTENCE_END = re.compile(CLOSER.pattern + r"(?=\s|$)")  # in a text: before a space or the end
 
 
 def pieces_of(itos: Sequence[str], subword: bool) -> Pieces:

@@ -77,6 +77,15 @@ class Markup:
         _place(root, 0, len(words), aligned, len(words))
         return _written(root, [html.escape(w, quote=False) for w in words])
 
+    def translated(self, hyps: list[Translation], pairs: Sequence[tuple[int, int]]) -> list[Translation]:
+        """This source's translations with its tags put back in the best one's text (`pairs`: that
+        one's alignment); none (a source with no text, "<br/>"): its tags alone, if it has any."""
+        from nmt.inference.translator import Translation
+
+        if hyps:
+            return [dataclasses.replace(hyps[0], text=self.restore(hyps[0].words, pairs))]
+        return [Translation(self.restore([], []), "", math.nan, [])] if self.has_tags else []
+
 
 def parse(text: str) -> Markup:
     """`text` read as inline markup; a tag that does not close, closes what it did not open, or a
@@ -137,7 +146,7 @@ def marked_stream(translator: Translator, lines: Iterable[str], markup: bool | N
     """`Translator.nbest_stream` (n = 1) for sources that may hold markup: each chunk's sources as
     given and their translations, the text of those read as markup (`read`) with their tags put
     back around the aligned output words."""
-    from nmt.inference.translator import Translation, alignments
+    from nmt.inference.translator import alignments
 
     given: deque[tuple[str, Markup | None]] = deque()
 
@@ -149,14 +158,11 @@ def marked_stream(translator: Translator, lines: Iterable[str], markup: bool | N
 
     for chunk, results in translator.nbest_stream(plain_lines(), **search):
         sources = [given.popleft() for _ in chunk]
-        marked = [i for i, (_, m) in enumerate(sources) if m is not None and results[i]]
-        pairs = alignments(translator, [chunk[i] for i in marked], [results[i][0] for i in marked])
-        for i, found in zip(marked, pairs):
-            best = results[i][0]
-            results[i] = [dataclasses.replace(best, text=sources[i][1].restore(best.words, found))]
-        for i, (_, markup) in enumerate(sources):  # no text to translate ("<br/>"): the tags alone
-            if markup is not None and not results[i] and markup.has_tags:
-                results[i] = [Translation(markup.restore([], []), "", math.nan, [])]
+        marked = [i for i, (_, m) in enumerate(sources) if m is not None]
+        texted = [i for i in marked if results[i]]
+        pairs = dict(zip(texted, alignments(translator, [chunk[i] for i in texted], [results[i][0] for i in texted])))
+        for i in marked:
+            results[i] = sources[i][1].translated(results[i], pairs.get(i, []))
         yield [text for text, _ in sources], results
 
 

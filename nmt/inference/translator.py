@@ -36,15 +36,7 @@ from nmt.inference.ensemble import Ensemble
 from nmt.inference.glossary import Glossary, closes, pieces_of
 from nmt.inference.onnx_engine import OnnxSeq2Seq, load_engine
 from nmt.inference.sampling import Sampling, samples
-from nmt.inference.search import (
-    Hypothesis,
-    Sources,
-    Specials,
-    beam_for,
-    forced,
-    hypothesis,
-    search,
-)
+from nmt.inference.search import Hypothesis, Sources, Specials, beam_for, forced, hypothesis, search
 from nmt.inference.words import alignment, text_words, word_scores, words_of
 from nmt.model import Seq2Seq
 from nmt.model.checkpoint import LoadedModel, load_models

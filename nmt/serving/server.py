@@ -11,7 +11,6 @@ import asyncio
 import dataclasses
 import json
 import logging
-import math
 import signal
 import socket
 import time
@@ -29,7 +28,7 @@ from nmt.errors import NmtError
 from nmt.inference.engines import engine_device
 from nmt.inference.glossary import Glossary
 from nmt.inference.markup import Markup, MarkupError, read
-from nmt.inference.translator import Translation, Translator, one_per_text
+from nmt.inference.translator import Translator, one_per_text
 from nmt.inference.words import pharaoh, words_of
 from nmt.model.checkpoint import LoadedModel, load_models
 from nmt.serving.request_queue import BatchingQueue, Options, QueueFull, Result
@@ -178,12 +177,9 @@ class Service:
     def restore(marked: list[Markup | None], results: list[Result]) -> None:
         """Each marked text's best translation with its tags put back around the aligned words."""
         for markup, result in zip(marked, results):
-            if markup is not None and result.translations and result.attention is not None:
-                best = result.translations[0]
-                result.translations[0] = dataclasses.replace(
-                    best, text=markup.restore(best.words, result.attention.alignment(best)))
-            elif markup is not None and markup.has_tags and not result.translations:  # "<br/>": the tags alone
-                result.translations.append(Translation(markup.restore([], []), "", math.nan, []))
+            if markup is not None and (result.attention is not None or not result.translations):
+                pairs = result.attention.alignment(result.translations[0]) if result.translations else []
+                result.translations = markup.translated(result.translations, pairs)
 
     def entry(self, text: str, result: Result, nbest: int, scores: bool = False, align: bool = False,
               attention: bool = True) -> dict[str, Any]:

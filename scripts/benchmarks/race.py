@@ -185,7 +185,9 @@ def decode_onmt(bin_dir: Path, work: Path, checkpoint: Path, tokenizer: SubwordT
                    check=True, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     seconds = time.monotonic() - start
     lines = (work / "test.hyp").read_text(encoding="utf-8").splitlines()
-    return [tokenizer.target_text(line.split()) for line in lines], seconds
+    texts = [tokenizer.target_text(line.split()) for line in lines]
+    (work.parent / "onmt-test.hyp").write_text("".join(t + "\n" for t in texts), encoding="utf-8")  # beside nmt's
+    return texts, seconds
 
 
 def decode_nmt(run: Path, corpus: str, out: Path) -> tuple[list[str], float]:

@@ -37,7 +37,7 @@ from nmt.inference.glossary import Glossary, closes, pieces_of
 from nmt.inference.onnx_engine import OnnxSeq2Seq, load_engine
 from nmt.inference.sampling import Sampling, samples
 from nmt.inference.search import Hypothesis, Sources, Specials, beam_for, forced, hypothesis, search
-from nmt.inference.words import alignment, text_words, word_scores, words_of
+from nmt.inference.words import alignment, source_alignment, text_words, word_scores, words_of
 from nmt.model import Seq2Seq
 from nmt.model.checkpoint import LoadedModel, load_models
 
@@ -69,13 +69,16 @@ class Attention(NamedTuple):
     tgt_tokens: list[str]  # the output pieces, <eos> included (numbers for placeholders)
     weights: torch.Tensor  # (len(tgt_tokens), len(src_tokens)), each row sums to 1
 
-    def alignment(self, output: Translation | None = None) -> list[tuple[int, int]]:
+    def alignment(self, output: Translation | None = None, each_source_word: bool = False) -> list[tuple[int, int]]:
         """Hard word alignment, (source word, output word) index pairs: each output word to the
         source word its pieces attended most (`nmt.inference.words.alignment`; `nmt.inference.words.pharaoh` prints
-        it). Output words are those of `output` (the Translation these weights are behind), else
-        as the pieces group (a word model's: its tokens); source words as the model read them."""
+        it), or with `each_source_word` each source word to the output word that attended to it
+        most (`source_alignment`: markup's). Output words are those of `output` (the Translation
+        these weights are behind), else as the pieces group (a word model's: its tokens); source
+        words as the model read them."""
         out_words = list(zip(output.words, output.word_pieces)) if output else words_of(self.tgt_tokens)
-        return alignment(self.weights, words_of(self.src_tokens), out_words)
+        hard = source_alignment if each_source_word else alignment
+        return hard(self.weights, words_of(self.src_tokens), out_words)
 
 
 def best_of(hyps: Sequence[Translation]) -> Translation:
@@ -202,9 +205,10 @@ def score_given(translator: Translator, texts: Sequence[str], outputs: Sequence[
     return results
 
 
-def alignments(translator: Translator, texts: Sequence[str], translations: Sequence[Translation]
-               ) -> list[list[tuple[int, int]]]:
-    """Hard word alignments of translations of `texts` (their own tokens: from any search)."""
+def alignments(translator: Translator, texts: Sequence[str], translations: Sequence[Translation],
+               each_source_word: bool = False) -> list[list[tuple[int, int]]]:
+    """Hard word alignments of translations of `texts` (their own tokens: from any search): each
+    output word to a source word, or with `each_source_word` each source word to an output word."""
     sentences = translator.sentences(texts)
     out_ids = [translator.tgt_vocab.encode(t.tokens) for t in translations]
     found = forced_batches(translator, [s.ids for s in sentences], out_ids, scored=False)
@@ -212,7 +216,7 @@ def alignments(translator: Translator, texts: Sequence[str], translations: Seque
     for i, (_, weights) in found.items():
         src = [translator.src_vocab.itos[x] for x in sentences[i].ids]
         attention = shown(translator.tokenizer, src, translations[i].tokens + [EOS], weights, sentences[i].numbers)
-        out[i] = attention.alignment(translations[i])
+        out[i] = attention.alignment(translations[i], each_source_word)
     return out
 
 

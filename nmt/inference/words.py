@@ -5,7 +5,8 @@ its pieces, "▁J" "'" "ai" is J'ai), the groups a word model's tokens are one e
 score joins its pieces' log-probabilities by `WORD_SCORE` (the lowest: a word is as doubtful
 as its most doubtful piece; scripts/experiments/word_score_errors.py measured it against the
 mean: ROC AUC 0.809 against 0.798 for finding output words that are in no reference). A hard alignment takes, for each output word, the source word that holds the most
-attention over its pieces (Pharaoh format: "source-output" word indices, from 0).
+attention over its pieces (Pharaoh format: "source-output" word indices, from 0); markup's,
+for each source word, the output word that attended to it most.
 """
 
 from __future__ import annotations
@@ -92,6 +93,22 @@ def alignment(weights: torch.Tensor, src_words: Sequence[tuple[str, list[int]]],
         mass = [float(attended[group].sum()) for _, group in src_words]
         pairs.append((max(range(len(mass)), key=mass.__getitem__), out_index))
     return pairs
+
+
+def source_alignment(weights: torch.Tensor, src_words: Sequence[tuple[str, list[int]]],
+                     out_words: Sequence[tuple[str, list[int]]]) -> list[tuple[int, int]]:
+    """The other direction: each source word to the output word that gave it the most attention
+    (mean over the output word's pieces), a word of letters or digits where the output has one.
+    What markup transfer reads (nmt.inference.markup): on fra-eng's test split it put tags
+    around the right words 66% of the time against `alignment`'s 22%, which lets one source word
+    collect output words from anywhere in the sentence (scripts/experiments/markup_placement.py)."""
+    content = [i for i, (word, _) in enumerate(out_words) if any(c.isalnum() for c in word)]
+    candidates = content or list(range(len(out_words)))
+    if not src_words or not candidates:
+        return []
+    mass = torch.stack([weights[group].mean(0) for _, group in out_words])  # (output words, source pieces)
+    mass = torch.stack([mass[:, group].sum(1) for _, group in src_words], 1)[candidates]  # (candidates, source words)
+    return [(s, candidates[int(best)]) for s, best in enumerate(mass.argmax(0).tolist())]
 
 
 def pharaoh(pairs: Sequence[tuple[int, int]]) -> str:

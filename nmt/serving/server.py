@@ -178,7 +178,8 @@ class Service:
         """Each marked text's best translation with its tags put back around the aligned words."""
         for markup, result in zip(marked, results):
             if markup is not None and (result.attention is not None or not result.translations):
-                pairs = result.attention.alignment(result.translations[0]) if result.translations else []
+                best = result.translations[0] if result.translations else None
+                pairs = result.attention.alignment(best, each_source_word=True) if best else []
                 result.translations = markup.translated(result.translations, pairs)
 
     def entry(self, text: str, result: Result, nbest: int, scores: bool = False, align: bool = False,

@@ -83,6 +83,11 @@ def test_alignments_cover_every_output_word_once(model):
         assert [o for _, o in pairs] == list(range(len(t.words)))
         assert all(0 <= s < len(text.split()) for s, _ in pairs)
         assert pairs == model.attention(text, t.tokens).alignment(t)  # batched = one at a time
+    for text, t, pairs in zip(SENTENCES, best, alignments(model, SENTENCES, best, each_source_word=True)):
+        attention = model.attention(text, t.tokens)
+        assert [s for s, _ in pairs] == list(range(len(pairs))) and len(pairs) >= len(text.split())  # each once
+        assert all(0 <= o < len(t.words) for _, o in pairs)
+        assert pairs == attention.alignment(t, each_source_word=True)
 
 
 def test_translate_prints_scores_and_alignments(run):

@@ -45,6 +45,25 @@ def test_a_tag_inside_a_word_wraps_the_whole_word_and_nesting_follows_the_source
         "<i><u>histoire</u></i> <b>incroyable</b>")
 
 
+def test_a_tag_follows_each_source_words_most_attentive_output_word_not_every_word_that_glanced_at_it():
+    import torch
+
+    from nmt.inference.words import alignment, source_alignment
+
+    source = parse("The <b>cat</b> sleeps")
+    src_words = [("The", [0]), ("cat", [1]), ("sleeps", [2])]
+    out_words = [("Le", [0]), ("chat", [1]), ("dort", [2]), (".", [3])]
+    weights = torch.tensor([[0.8, 0.1, 0.1],
+                            [0.1, 0.8, 0.1],
+                            [0.1, 0.5, 0.4],  # "dort" glances at "cat" more than at "sleeps"
+                            [0.1, 0.1, 0.8]])  # "." attends "sleeps" most, but a word takes it
+    by_output = alignment(weights, src_words, out_words)
+    assert source.restore([w for w, _ in out_words], by_output) == "Le <b>chat dort</b> ."
+    by_source = source_alignment(weights, src_words, out_words)
+    assert by_source == [(0, 0), (1, 1), (2, 2)]
+    assert source.restore([w for w, _ in out_words], by_source) == "Le <b>chat</b> dort ."
+
+
 @pytest.mark.parametrize("text, message", [
     ("<b>Go", "'<b>' is never closed"),
     ("Go</b> now", "'</b>' closes a tag that was never opened"),

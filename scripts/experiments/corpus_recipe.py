@@ -4,6 +4,7 @@ random subset of fra-eng, scored as the papers score them.
 
     python scripts/experiments/corpus_recipe.py multi30k-en-de --seeds 1 2
     python scripts/experiments/corpus_recipe.py multi30k-de-en fra-eng-29k --arm recipe= --arm before=@before
+    python scripts/experiments/corpus_recipe.py score RACE/onmt-test.hyp RACE/nmt-test.hyp --test test_2016_flickr
 
 Corpora:
 - multi30k-en-de, multi30k-de-en: --multi30k DIR holds raw/{train,val,test_2016_flickr,
@@ -135,7 +136,27 @@ def multi30k(src: str, tgt: str, runs: list[tuple[str, Path]], raw: Path, tok: P
             print(f"| {name} | {run.name} | {last['step']:,} steps | {papers[name]} | {standard[name]} |", flush=True)
 
 
+def score_outputs(outputs: list[Path], test: str, tgt: str, tok: Path) -> None:
+    """Outputs written elsewhere (race.py's onmt-test.hyp and nmt-test.hyp) scored as the papers
+    score, paired bootstrap against the first."""
+    refs = (tok / f"{test}.lc.norm.tok.{tgt}").read_text(encoding="utf-8").splitlines()
+    tokenized = {}
+    for path in outputs:
+        tokenized[str(path)], metric = moses_bleu(path.read_text(encoding="utf-8").splitlines(), refs, tgt)
+    for name, found in paired(tokenized, refs, metric).items():
+        print(f"| {name} | {test} ({tgt}) | {found} |")
+
+
 def main() -> None:
+    if sys.argv[1:2] == ["score"]:  # score OUTPUT... --test SET --tgt LANG
+        parser = argparse.ArgumentParser(description=score_outputs.__doc__)
+        parser.add_argument("score")
+        parser.add_argument("outputs", type=Path, nargs="+")
+        parser.add_argument("--test", choices=TEST_SETS, default=TEST_SETS[0])
+        parser.add_argument("--tgt", choices=["en", "de"], default="de")
+        parser.add_argument("--multi30k", type=Path, default=Path("data/multi30k"))
+        args = parser.parse_args()
+        return score_outputs(args.outputs, args.test, args.tgt, args.multi30k / "tok")
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("corpora", nargs="+", choices=["multi30k-en-de", "multi30k-de-en", "fra-eng-29k", "fra-eng"])
     parser.add_argument("--arm", action="append", help="NAME=KEY=VALUE[,...]; default: recipe= and before=@before")

@@ -89,6 +89,15 @@ def cpu_flags() -> set[str]:
     return set()
 
 
+NOTED_FLAGS = ("avx2", "avx512f", "avx512_bf16", "amx_bf16")  # what a published figure names its CPU by
+
+
+def noted_flags() -> list[str]:
+    """Which of NOTED_FLAGS this CPU lists, in that order: what speed and bf16 depend on."""
+    flags = cpu_flags()
+    return [f for f in NOTED_FLAGS if f in flags]
+
+
 def cpu_name() -> str:
     try:
         with open("/proc/cpuinfo", encoding="utf-8") as f:

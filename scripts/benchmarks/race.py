@@ -39,7 +39,7 @@ from nmt.data.prepared_corpus import TRAINING_WORDS, training_words  # noqa: E40
 from nmt.data.tokenizer import SubwordTokenizer  # noqa: E402
 from nmt.evaluation.metrics import References, group_references, reference_streams, sacrebleu_metrics, score  # noqa: E402
 from nmt.evaluation.report import rare_word_sources  # noqa: E402
-from nmt.hardware import cpu_flags, cpu_name  # noqa: E402
+from nmt.hardware import cpu_name, noted_flags  # noqa: E402
 
 ONMT = "OpenNMT-py==3.5.1"
 # What onmt_train and onmt_translate import (its other dependencies serve its server and tools).
@@ -254,7 +254,7 @@ def main() -> None:
         sys.exit(f"nmt eval wrote {len(nmt_hyps)} hypotheses for {len(sources)} test sources")
 
     p = paired({"OpenNMT-py": onmt_hyps, "nmt": nmt_hyps}, refs, lang)["nmt"]
-    flags = " ".join(f for f in ("avx2", "avx512f", "avx512_bf16", "amx_bf16") if f in cpu_flags()) or "none"
+    flags = " ".join(noted_flags()) or "none"
     isa = os.environ.get("ONEDNN_MAX_CPU_ISA", "all")
     lines = [f"CPU: {cpu_name()} ({flags}; ONEDNN_MAX_CPU_ISA={isa}), {threads} threads; seeds: OpenNMT-py "
              f"{onmt.get('seed', args.seed)}, nmt {run_cfg.train.seed}; "

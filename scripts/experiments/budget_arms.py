@@ -22,7 +22,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 
-from nmt.hardware import cpu_flags, cpu_name  # noqa: E402
+from nmt.hardware import cpu_name, noted_flags  # noqa: E402
 from scripts.experiments.domain_adaptation import last_validation, nmt, scores, train  # noqa: E402
 
 
@@ -45,7 +45,7 @@ def main() -> None:
     arms = [parse_arm(a) for a in args.arm]
     root = Path("runs/arms") / f"{Path(args.config).stem}-{args.minutes:g}min"
     data = ["--data", args.data] if args.data else []
-    flags = " ".join(f for f in ("avx2", "avx512f", "avx512_bf16", "amx_bf16") if f in cpu_flags())
+    flags = " ".join(noted_flags())
     print(f"CPU: {cpu_name()} ({flags}; ONEDNN_MAX_CPU_ISA={os.environ.get('ONEDNN_MAX_CPU_ISA', 'all')})",
           flush=True)
     for seed in args.seeds:

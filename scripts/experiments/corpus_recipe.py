@@ -40,7 +40,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 
-from nmt.hardware import cpu_flags, cpu_name  # noqa: E402
+from nmt.hardware import cpu_name, noted_flags  # noqa: E402
 from scripts.experiments.budget_arms import parse_arm  # noqa: E402
 from scripts.experiments.domain_adaptation import corpus_lines, last_validation, nmt, scores, train  # noqa: E402
 
@@ -170,7 +170,7 @@ def main() -> None:
     arms = [parse_arm(a) for a in (args.arm or ["recipe=", "before=@before"])]
     arms = [(name, [c for change in changes for c in (BEFORE if change == "@before" else [change])])
             for name, changes in arms]
-    flags = " ".join(f for f in ("avx2", "avx512f", "avx512_bf16", "amx_bf16") if f in cpu_flags())
+    flags = " ".join(noted_flags())
     print(f"CPU: {cpu_name()} ({flags}; ONEDNN_MAX_CPU_ISA={os.environ.get('ONEDNN_MAX_CPU_ISA', 'all')})",
           flush=True)
     for corpus in args.corpora:

@@ -31,7 +31,7 @@ sys.path.insert(0, str(REPO))
 
 import nmt  # noqa: E402
 from nmt.evaluation.metrics import score  # noqa: E402
-from nmt.hardware import cpu_flags, cpu_name  # noqa: E402
+from nmt.hardware import cpu_name, noted_flags  # noqa: E402
 from nmt.inference.constraints import Pieces  # noqa: E402
 from nmt.inference.glossary import holds  # noqa: E402
 from scripts.benchmarks.race import paired  # noqa: E402
@@ -94,7 +94,7 @@ def main() -> None:
     plain = arms["no glossary"][1]
     lang = model.tokenizer.target_lang
     p = paired({name: out for name, (_, out) in arms.items()}, refs, lang)
-    print(f"CPU: {cpu_name()} ({', '.join(f for f in ('avx2', 'avx512_bf16', 'amx_bf16') if f in cpu_flags())}) | "
+    print(f"CPU: {cpu_name()} ({', '.join(noted_flags())}) | "
           f"{args.run} | {len(rows)} sentences of {args.src.name}, one term each")
     print("| search | term used (whole word) | broken: any / sentence added / term inside a word / over 1.3x "
           "| BLEU (p) | chrF (p) | beam 5 sent/s |\n|---|---|---|---|---|---|---|")

@@ -34,7 +34,7 @@ sys.path.insert(0, str(REPO))
 
 from nmt.config import load_config  # noqa: E402
 from nmt.data.corpus import load_splits, resolve_corpus  # noqa: E402
-from nmt.hardware import cpu_flags, cpu_name  # noqa: E402
+from nmt.hardware import cpu_name, noted_flags  # noqa: E402
 from nmt.inference.markup import parse  # noqa: E402
 from nmt.inference.translator import Translator, alignments  # noqa: E402
 
@@ -126,7 +126,7 @@ def main() -> None:
         output_side += (placed.first, placed.last) == (lo, hi)
         positional += by_position(first, last, len(src.split()), len(output.words)) == (lo, hi)
     scored = len(cases) - other_words
-    flags = " ".join(f for f in ("avx2", "avx512f", "avx512_bf16", "amx_bf16") if f in cpu_flags()) or "none"
+    flags = " ".join(noted_flags()) or "none"
     print(f"CPU: {cpu_name()} ({flags}); run {args.run}; {len(test):,} test sources, {len(cases):,} with a sure "
           f"span, {scored:,} scored ({other_words} whose reference the model writes back otherwise)")
     print(f"tag placement, exact reference words: --markup {right / scored:.1%} ({right:,}); by --align's "

@@ -30,7 +30,7 @@ sys.path.insert(0, str(REPO))
 
 import nmt  # noqa: E402
 from nmt.evaluation.metrics import score  # noqa: E402
-from nmt.hardware import cpu_flags, cpu_name  # noqa: E402
+from nmt.hardware import cpu_name, noted_flags  # noqa: E402
 from nmt.inference.markup import parse, translate_marked  # noqa: E402
 
 TAG = re.compile(r"</?[A-Za-z][^<>]*>")
@@ -80,7 +80,7 @@ def main() -> None:
     stripped = score(["".join(segments(o)) for o in marked], [["".join(segments(r))] for r in ref], target_lang=lang)
     plain_score = score(plain, [["".join(segments(r))] for r in ref], target_lang=lang)
     struct = score(struct_hyp, [[r] for r in struct_ref], target_lang=lang)
-    print(f"CPU: {cpu_name()} ({', '.join(f for f in ('avx2', 'avx512_bf16', 'amx_bf16') if f in cpu_flags())}) | "
+    print(f"CPU: {cpu_name()} ({', '.join(noted_flags())}) | "
           f"{args.run} | {args.source.name}: {len(src):,} segments, {len(with_tags)} with tags | beam {args.beam}")
     print(f"XML structure accuracy (well formed): {sum(p is not None for p in parsed) / len(src):.2%} "
           f"(segments with tags: {sum(parsed[i] is not None for i in with_tags) / len(with_tags):.2%})")

@@ -90,7 +90,7 @@ def _prepare(args):
     precision = [f"train.precision={args.precision}"] if args.precision else []
     cfg = fit_to_corpus(load_config(args.config, units + MODEL_OPTIONS[args.model] + args.overrides + precision),
                         args.data)
-    splits = load_splits(resolve_corpus(args.data, cfg.data), cfg.data.num_pairs)
+    splits = load_splits(resolve_corpus(args.data, cfg.data), cfg.data.num_pairs, cfg.data)
     tokenizer = None
     if cfg.data.tokenizer == "word":
         src_vocab = Vocab.build((p.src for p in splits.train), cfg.data.min_freq)

@@ -293,7 +293,7 @@ class TrainConfig:
     # the search of validation during training: greedy keeps it fast (decode.beam_size is what translate, eval
     # and serve use)
     val_beam_size: int = 1
-    patience: int = 0  # stop after this many validations without a better BLEU; 0: no early stopping
+    patience: int = 0  # stop after this many validations with neither a better BLEU nor a lower loss; 0: off
     tensorboard: bool = False  # TensorBoard curves in RUN/tensorboard/ (pip install -e ".[tensorboard]")
     init_from: str | None = None  # set by `nmt train --init-from`: the parent checkpoint this run started from
     init_from_sha256: str | None = None  # ... and its sha256

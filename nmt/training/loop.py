@@ -181,7 +181,8 @@ def validate_and_save(run: Run, reason: str, epoch: int | None = None) -> None:
 def patience_exhausted(run: Run) -> bool:
     patience = run.cfg.train.patience
     if patience and run.progress.stale >= patience:
-        logger.info("early stopping: no better validation BLEU in %d validations (train.patience)", patience)
+        logger.info("early stopping: neither a better validation BLEU nor a lower validation loss in %d validations "
+                    "(train.patience)", patience)
         return True
     return False
 

@@ -85,6 +85,25 @@ def test_early_stopping_on_validation_bleu(toy_zip, tmp_path):
     assert len(metrics) == 3 and best["step"] == metrics[0]["step"]
 
 
+def test_early_stopping_waits_while_the_validation_loss_still_falls():
+    from nmt.training.progress import Progress
+
+    progress = Progress()
+    stale = []
+    for bleu, loss in [(30.0, 2.0), (29.0, 1.9), (30.0, 1.8), (29.5, 1.85), (30.5, 1.9), (30.0, 1.8)]:
+        progress.record({"val_bleu": bleu, "val_loss": loss})
+        stale.append(progress.stale)
+    # a lower loss (1.9, 1.8) or a better BLEU (30.5) resets the count; a loss equal to the lowest does not
+    assert stale == [0, 0, 0, 1, 0, 1]
+    assert progress.best == {"val_bleu": 30.5, "val_loss": 1.9} and progress.lowest_loss == 1.8
+    resumed = Progress()
+    resumed.load_state_dict(progress.state_dict())
+    assert resumed.lowest_loss == 1.8 and resumed.stale == 1
+    old = {k: v for k, v in progress.state_dict().items() if k != "lowest_loss"}  # a run saved before the key
+    resumed.load_state_dict(old)
+    assert resumed.lowest_loss == 1.9  # its best record's loss
+
+
 def test_token_batches_train_and_size_the_schedule_by_their_count(toy_zip, tmp_path):
     best, metrics = _train(toy_zip, tmp_path / "run", epochs=1, batch_tokens=150, lr_schedule="linear")
     steps = metrics[-1]["step"]

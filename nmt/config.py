@@ -32,7 +32,7 @@ ENSEMBLE_COMBINATIONS = ("log_prob", "prob")
 # A key set to `auto` is decided by the recipe for the corpus a run trains on (nmt/training/recipe.py).
 AUTO = "auto"
 RECIPE_KEYS = ("data.vocab_size", "data.max_len", "model.dropout", "model.embed_dropout", "model.output_dropout",
-               "train.label_smoothing", "train.epochs")
+               "train.label_smoothing", "train.lr", "train.epochs")
 # A language code as it names files (PREFIX.en) and sacreBLEU tokenizers: letters, then -REGION.
 LANGUAGE_CODE = re.compile(r"[A-Za-z]{2,8}(-[A-Za-z0-9]{1,8})?")
 
@@ -264,7 +264,7 @@ class TrainConfig:
     batch_tokens: int = 0  # >0: batches by padded target tokens instead (rows x longest target), as fairseq's max_tokens
     # batches a step: their gradients summed, the loss divided by all their target tokens (fairseq's --update-freq)
     accum_steps: int = 1
-    lr: float = 0.001
+    lr: float | str = 0.001
     lr_schedule: str = "constant"  # constant | plateau (decay when val BLEU stalls) | linear (to min_lr at the budget's end)
     warmup_steps: int = 0  # linear warm-up from 0 to lr over the first N steps
     min_lr: float = 0.0

@@ -24,8 +24,8 @@ from nmt.model.seq2seq import ranked, with_named
 class EnsembleState:
     parts: tuple  # one decoder state per member
 
-    def select(self, index: torch.Tensor) -> EnsembleState:
-        return EnsembleState(tuple(part.select(index) for part in self.parts))
+    def select(self, index: torch.Tensor, same_sources: bool = False) -> EnsembleState:
+        return EnsembleState(tuple(part.select(index, same_sources) for part in self.parts))
 
 
 class Ensemble:

@@ -226,12 +226,12 @@ def search(model: Seq2Seq, sources: Sources, specials: Specials, policy: Policy,
             next_rows.extend(row for _, row, _, _ in kept)
             next_tokens.extend(token for _, _, token, _ in kept)
             keep.append(sent)
-        alive = keep
+        same_sources, alive = keep == alive, keep  # no sentence ended: beams moved within their own rows
         if alive:
             running = torch.tensor(next_scores, device=device)
             prev = torch.tensor(next_tokens, dtype=torch.long, device=device)
             if next_rows != list(range(len(steps))):  # greedy search's rows stay put until one ends
-                state = state.select(torch.tensor(next_rows, device=device))
+                state = state.select(torch.tensor(next_rows, device=device), same_sources)
     return [sorted(f, key=lambda h: h.normalized, reverse=True)[:nbest] for f in finished]
 
 

@@ -47,7 +47,7 @@ from scripts.experiments.domain_adaptation import corpus_lines, last_validation,
 # configs/default.yaml as it was before the recipe (HEAD 7a01dab): the recipe's keys, and the
 # stepwise decoder it had until the parallel one measured better on each corpus
 BEFORE = ["data.vocab_size=8000", "data.max_len=26", "model.dropout=0.2", "model.embed_dropout=0.0",
-          "model.output_dropout=0.0", "train.label_smoothing=0.0", "train.epochs=10", "train.patience=0",
+          "model.output_dropout=0.0", "train.label_smoothing=0.0", "train.lr=0.002", "train.epochs=10", "train.patience=0",
           "model.decoder=stepwise", "model.input_feeding=true", "model.attention_query=current"]
 TEST_SETS = ("test_2016_flickr", "test_2017_flickr")
 

@@ -14,7 +14,7 @@ from nmt.training.recipe import MAX_DROPPED, max_len_for, size_band
 
 # configs/default.yaml's values of the recipe's keys before the recipe: what a fra-eng-sized corpus keeps
 FRA_ENG_BEFORE = {"vocab_size": 8000, "dropout": 0.2, "embed_dropout": 0.0, "output_dropout": 0.0,
-                  "label_smoothing": 0.0}
+                  "label_smoothing": 0.0, "lr": 0.002}
 
 
 def test_a_corpus_of_fra_engs_size_or_larger_keeps_the_settings_measured_on_fra_eng():
@@ -27,7 +27,7 @@ def test_a_small_corpus_gets_a_smaller_vocabulary_and_more_regularization():
     small, large = size_band(29_000), size_band(162_000)
     assert 1000 <= small.vocab_size < large.vocab_size
     assert small.dropout > large.dropout and small.embed_dropout > 0 and small.output_dropout > 0
-    assert small.label_smoothing > 0
+    assert small.label_smoothing > 0 and small.lr > large.lr
     assert size_band(500).vocab_size == 1000  # SentencePiece cannot learn more pieces than a tiny corpus holds
 
 

@@ -20,7 +20,6 @@ for the stepwise decoder's teacher forcing on the CPU in fp32 the features-first
 from __future__ import annotations
 
 import argparse
-import os
 import statistics
 import sys
 import time
@@ -32,7 +31,7 @@ REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "scripts" / "benchmarks"))
 
-from bench import ISA_CAPS, _prepare, _training_batches  # noqa: E402
+from bench import _prepare, _training_batches, machine  # noqa: E402
 
 PATHS = {"rule": None, "nn.LSTM": False, "cells": True}
 
@@ -51,14 +50,12 @@ def interleaved(arms: dict, rounds: int) -> dict[str, float]:
 
 
 def training(args) -> None:
-    from nmt.config import load_config
     from nmt.model import build_model
     from nmt.training.loop import train_step
 
-    config = str(Path(args.train_run) / "config.yaml")
     cfg, _, src_vocab, tgt_vocab, examples, _ = _prepare(argparse.Namespace(
-        config=config, data=args.data, threads=args.threads, model="config", overrides=[], precision="fp32"))
-    cfg = load_config(config, ["train.precision=fp32"])
+        config=str(Path(args.train_run) / "config.yaml"), data=args.data, threads=args.threads, model="config",
+        overrides=[], precision="fp32"))
     torch.manual_seed(0)
     model = build_model(cfg.model, src_vocab, tgt_vocab).train()
     optimizer = torch.optim.Adam(model.parameters(), lr=cfg.train.lr)
@@ -120,12 +117,12 @@ def main() -> None:
     args = parser.parse_args()
 
     from nmt import hardware
-    from nmt.hardware import cpu_name, noted_flags
 
     hardware.configure(args.threads)
-    caps = " ".join(f"{k}={os.environ[k]}" for k in ISA_CAPS if k in os.environ) or "none (native kernels)"
-    print(f"CPU: {cpu_name()} ({', '.join(noted_flags())}); ISA caps: {caps}; torch {torch.__version__}, "
-          f"{args.threads} threads")
+    info = machine(torch.device("cpu"))
+    flags = ", ".join(f for f, on in info["cpu_flags"].items() if on)
+    caps = " ".join(f"{k}={v}" for k, v in info["isa_caps"].items()) or "none (native kernels)"
+    print(f"CPU: {info['cpu']} ({flags}); ISA caps: {caps}; torch {info['torch']}, {args.threads} threads")
     if args.train_run:
         training(args)
     if args.run:

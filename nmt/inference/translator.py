@@ -47,6 +47,20 @@ BYTE_PIECE = re.compile(r"<0x[0-9A-F]{2}>")  # SentencePiece's byte fallback: on
 GlossaryLike = Glossary | dict[str, str] | str | list | None
 
 
+class WordSplit:
+    """An output's words, each with the indices of its pieces, worked out when first read: most
+    callers (`nmt translate`'s text, `nmt eval`) never read them. `pieces`: a subword output's
+    pieces as its text spells them (a placeholder as its number); None: a word model's tokens,
+    grouped as `text` spells them."""
+
+    def __init__(self, pieces: list[str] | None, text: str = "", tokens: Sequence[str] = ()):
+        self.pieces, self.text, self.tokens = pieces, text, tokens
+
+    @cached_property
+    def words(self) -> list[tuple[str, list[int]]]:
+        return words_of(self.pieces) if self.pieces is not None else text_words(self.text, self.tokens)
+
+
 @dataclass(frozen=True)
 class Translation:
     text: str  # plain text, as `nmt translate` prints it
@@ -54,9 +68,22 @@ class Translation:
     score: float  # log-probability / length^decode.length_penalty, <eos> counted: what beams rank by
     tokens: list[str]  # the output pieces (or words) as the model wrote them, <eos> excluded
     token_scores: list[float] = field(default_factory=list)  # each token's natural-log probability, <eos> last
-    words: list[str] = field(default_factory=list)  # the words of `text`, as text.split() gives them
-    word_scores: list[float] = field(default_factory=list)  # each word's: its pieces' lowest token score
-    word_pieces: list[list[int]] = field(default_factory=list)  # each word's indices into `tokens`
+    split: WordSplit = field(default_factory=lambda: WordSplit([]), repr=False, compare=False)
+
+    @property
+    def words(self) -> list[str]:
+        """The words of `text`, as text.split() gives them."""
+        return [word for word, _ in self.split.words]
+
+    @property
+    def word_scores(self) -> list[float]:
+        """Each word's score: its pieces' lowest token score."""
+        return word_scores(self.token_scores, self.split.words) if self.token_scores else []
+
+    @property
+    def word_pieces(self) -> list[list[int]]:
+        """Each word's indices into `tokens`."""
+        return [group for _, group in self.split.words]
 
     @property
     def mean_score(self) -> float:
@@ -100,12 +127,11 @@ def translation(tokenizer: Tokenizer, tokens: list[str], hyp: Hypothesis, number
         text = tokenizer.protector.restore(text, numbers)  # type: ignore[union-attr]
         tokenized = legacy_form(text)
     if tokenizer.kind == "subword":  # a restored number is a piece of the words, as the text spells it
-        words = words_of([tokenizer.protector.target_piece(t, numbers) for t in tokens]  # type: ignore[union-attr]
-                         if numbers else tokens)
+        split = WordSplit([tokenizer.protector.target_piece(t, numbers) for t in tokens]  # type: ignore[union-attr]
+                          if numbers else tokens)
     else:
-        words = text_words(text, tokens)
-    return Translation(text, tokenized, hyp.normalized, tokens, hyp.token_scores, [w for w, _ in words],
-                       word_scores(hyp.token_scores, words) if hyp.token_scores else [], [g for _, g in words])
+        split = WordSplit(None, text, tokens)
+    return Translation(text, tokenized, hyp.normalized, tokens, hyp.token_scores, split)
 
 
 @dataclass(frozen=True)
@@ -313,8 +339,9 @@ class Translator:
         sources, numbers = protected_sources(self.tokenizer, texts)
         prefixes = one_per_text(prefix, len(texts))
         prefix_tokens = iter(self.tokenizer.target_tokens([p for p in prefixes if p is not None]))
-        shared = glossary if isinstance(glossary, list) else Glossary.of(glossary)  # a file read once, not once a text
-        glossaries = [Glossary.of(g) for g in one_per_text(shared, len(texts), "glossaries")]
+        per_text = isinstance(glossary, list)
+        read = [Glossary.of(g) for g in (glossary if per_text else [glossary])]  # a file read once, not once a text
+        glossaries = one_per_text(read if per_text else read[0], len(texts), "glossaries")
         terms = glossary_terms(self.tokenizer, self.tgt_vocab, glossaries, texts, first_line)
         spans = rule(self.tokenizer, numbers, self.cfg.strict_numbers)
         out = []

@@ -278,6 +278,9 @@ class TrainConfig:
     # >0: an exponential moving average of the weights (Marian's exponential smoothing) is what validation,
     # best.pt and translation use; the raw weights keep training
     ema_decay: float = 0.0
+    # >0: guided alignment (Marian's --guided-alignment, OpenNMT-py's lambda_align): this weight times the
+    # cross-entropy of the attention against eflomal's links of the training pairs (`nmt.data.links`) joins the loss
+    guided_alignment: float = 0.0
     seed: int = 1
     threads: int = 0  # torch intra-op threads; 0 keeps torch's default
     device: str = "auto"
@@ -307,7 +310,7 @@ class TrainConfig:
         _at_least("train", 0, max_steps=self.max_steps, max_minutes=self.max_minutes, clip_grad=self.clip_grad,
                       threads=self.threads, eval_every=self.eval_every, save_every=self.save_every,
                       patience=self.patience, warmup_steps=self.warmup_steps, min_lr=self.min_lr,
-                      batch_tokens=self.batch_tokens)
+                      batch_tokens=self.batch_tokens, guided_alignment=self.guided_alignment)
         _within("train", "(0, 1)", lr_decay_factor=self.lr_decay_factor)
         _within("train", "[0, 1)", label_smoothing=self.label_smoothing, ema_decay=self.ema_decay)
         _one_of("train", LR_SCHEDULES, lr_schedule=self.lr_schedule)

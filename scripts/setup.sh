@@ -12,7 +12,7 @@ TORCH_SPEC=${TORCH_SPEC:-torch==2.13.0}
 # (this machine's pip config names local package folders that may be absent: drop those warnings)
 pip() { .venv/bin/python -m pip --disable-pip-version-check -q "$@" 2> >(grep -v "^WARNING: Location" >&2); }
 .venv/bin/python -c "import torch" 2>/dev/null || pip install "$TORCH_SPEC"
-pip install -e ".[dev,plot,serve,tensorboard,onnx]"
+pip install -e ".[dev,plot,serve,tensorboard,onnx,align]"
 .venv/bin/python -c "import torch, nmt" || { echo "setup failed: torch or nmt does not import" >&2; exit 1; }
 
 # A local copy of the corpus beside the repository (as on the team's machines) goes into the

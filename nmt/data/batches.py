@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 import torch
@@ -25,6 +25,9 @@ class Batch:
     tgt_out: torch.Tensor  # (batch, tgt_len) target ids + <eos>, what the decoder must predict
     num_tokens: int  # non-pad target tokens (<eos> included): what the loss and tokens/s count
     positions: torch.Tensor | None = None  # (num_tokens,) flat indices of the non-pad targets in tgt_out
+    # (batch, tgt_len, src_len) with train.guided_alignment: each target position's share of attention on
+    # each source position by the aligner's links (rows sum to 1; 0 where a position has no link)
+    alignment: torch.Tensor | None = None
 
     def to(self, device: torch.device) -> Batch:
         """The tensors on `device`, except `src_lens`: the encoder packs by lengths on the host, and
@@ -33,14 +36,17 @@ class Batch:
         if device.type == "cpu":
             return self
         positions = None if self.positions is None else to_device(self.positions, device)
+        alignment = None if self.alignment is None else to_device(self.alignment, device)
         return Batch(to_device(self.src, device), self.src_lens, to_device(self.tgt_in, device),
-                     to_device(self.tgt_out, device), self.num_tokens, positions)
+                     to_device(self.tgt_out, device), self.num_tokens, positions, alignment)
 
 
 @dataclass(frozen=True)
 class Example:
     src: list[int]  # ids + <eos>
     tgt: list[int]  # ids + <eos>
+    # (links, 2) source and target piece positions the aligner linked (`nmt.data.links`), for guided alignment
+    links: np.ndarray | None = field(default=None, compare=False)
 
 
 def pair_tokens(pairs: Sequence[Pair], tokenizer: Tokenizer | None) -> tuple[list[list[str]], list[list[str]]]:
@@ -95,7 +101,23 @@ def collate(examples: Sequence[Example], pad_id: int, bos_id: int) -> Batch:
         num_tokens=sum(len(ex.tgt) for ex in examples),
         # Found here, on the host: a boolean mask applied on a GPU would wait for it (nonzero()).
         positions=(tgt_out.flatten() != pad_id).nonzero().squeeze(1),
+        alignment=gold_attention(examples, tgt_out.shape[1]) if any(ex.links is not None for ex in examples) else None,
     )
+
+
+def gold_attention(examples: Sequence[Example], tgt_len: int) -> torch.Tensor:
+    """(batch, tgt_len, src_len): for each target position with links, attention spread evenly over the
+    source positions it is linked to; <eos> is linked to <eos> (as Marian does), a position without a
+    link is all zeros (not guided), and so is every row of an example without links."""
+    gold = torch.zeros(len(examples), tgt_len, max(len(ex.src) for ex in examples))
+    for row, ex in enumerate(examples):
+        if ex.links is None:
+            continue
+        src_at, tgt_at = ex.links[:, 0], ex.links[:, 1]
+        inside = (src_at < len(ex.src) - 1) & (tgt_at < len(ex.tgt) - 1)  # (an empty side was aligned as "_")
+        gold[row, torch.from_numpy(tgt_at[inside]), torch.from_numpy(src_at[inside])] = 1.0
+        gold[row, len(ex.tgt) - 1, len(ex.src) - 1] = 1.0
+    return gold / gold.sum(-1, keepdim=True).clamp_min(1.0)
 
 
 CHUNK = 1 << 18  # pairs whose lengths are read at once
@@ -123,9 +145,11 @@ class TrainingSet:
     src_lens: np.ndarray  # (pairs,) lengths with <eos>; 0 (both sides) where a side is longer than data.max_len
     tgt_lens: np.ndarray
     eos_id: int
+    links: IndexedArray | None = None  # the aligner's links a pair (`nmt.data.links`), with train.guided_alignment
 
     @classmethod
-    def from_stores(cls, src: IndexedArray, tgt: IndexedArray, max_len: int, eos_id: int) -> TrainingSet:
+    def from_stores(cls, src: IndexedArray, tgt: IndexedArray, max_len: int, eos_id: int,
+                    links: IndexedArray | None = None) -> TrainingSet:
         n = len(src)
         lens_type = np.uint8 if max_len < 1 << 8 else np.uint16 if max_len < 1 << 16 else np.int32
         src_lens, tgt_lens = np.empty(n, lens_type), np.empty(n, lens_type)
@@ -134,7 +158,7 @@ class TrainingSet:
             fits = (src_chunk <= max_len) & (tgt_chunk <= max_len)
             end = start + len(src_chunk)
             src_lens[start:end], tgt_lens[start:end] = np.where(fits, src_chunk, 0), np.where(fits, tgt_chunk, 0)
-        return cls(src, tgt, src_lens, tgt_lens, eos_id)
+        return cls(src, tgt, src_lens, tgt_lens, eos_id, links)
 
     def __len__(self) -> int:
         """Rows: every pair of the split, trained or not."""
@@ -145,6 +169,8 @@ class TrainingSet:
         return int(np.count_nonzero(self.src_lens))
 
     def examples(self, rows: Sequence[int] | np.ndarray) -> list[Example]:
-        """The examples at `rows`, ids + <eos>."""
-        eos = [self.eos_id]
-        return [Example(self.src[i].tolist() + eos, self.tgt[i].tolist() + eos) for i in np.asarray(rows).tolist()]
+        """The examples at `rows`, ids + <eos> (and their links, where the set has them)."""
+        eos, at = [self.eos_id], np.asarray(rows).tolist()
+        links = [self.links[i].astype(np.int64).reshape(-1, 2) for i in at] \
+            if self.links is not None else [None] * len(at)
+        return [Example(self.src[i].tolist() + eos, self.tgt[i].tolist() + eos, linked) for i, linked in zip(at, links)]

@@ -47,7 +47,7 @@ SPLITS, SIDES = ("train", "valid", "test"), ("src", "tgt")
 # Preparing ---------------------------------------------------------------------------------------
 
 @contextlib.contextmanager
-def _locked(folder: Path) -> Iterator[None]:
+def locked(folder: Path) -> Iterator[None]:
     """One process at a time prepares or checks a folder: torchrun's processes on one machine,
     or two jobs started together, wait here and then find the other's work done."""
     folder.parent.mkdir(parents=True, exist_ok=True)
@@ -71,7 +71,7 @@ def ensure_prepared(corpus: Path, cfg: DataConfig, vocabularies: tuple[Tokenizer
             return learned
         vocab = vocab_key(*vocabularies[1:])
     folder = prepared_path(corpus, cfg, vocab)
-    with _locked(folder):
+    with locked(folder):
         reason = stale_reason(folder, corpus, cfg, vocab)
         if reason is None:
             logger.info("prepared data: %s", folder)

@@ -54,17 +54,32 @@ class SummedCrossEntropy(torch.autograd.Function):
 
 
 def batch_loss(model: Seq2Seq, batch: Batch, pad_id: int, precision: str = "fp32",
-               label_smoothing: float = 0.0) -> torch.Tensor:
-    """Summed cross-entropy over the batch's non-pad target tokens (divide by num_tokens for the mean)."""
+               label_smoothing: float = 0.0, guided_alignment: float = 0.0) -> torch.Tensor:
+    """Summed cross-entropy over the batch's non-pad target tokens (divide by num_tokens for the mean);
+    with `guided_alignment` and a batch that holds the aligner's links, plus that weight times the
+    attention's cross-entropy against them (`alignment_loss`)."""
     positions = batch.positions  # flat indices of the non-pad targets: logits for these only
     if positions is None:  # a batch made by hand, not by collate()
         positions = (batch.tgt_out.flatten() != pad_id).nonzero().squeeze(1)
+    guided = guided_alignment > 0 and batch.alignment is not None
     with autocast(batch.src.device, precision):
-        logits = model(batch.src, batch.src_lens, batch.tgt_in, positions)  # (num_tokens, vocab)
+        logits = model(batch.src, batch.src_lens, batch.tgt_in, positions, attention=guided)  # (num_tokens, vocab)
+    if guided:
+        logits, weights = logits
     targets = batch.tgt_out.flatten()[positions]
     if isinstance(logits, CopyScores):
-        return logits.cross_entropy(targets, label_smoothing)
-    return SummedCrossEntropy.apply(logits, targets, label_smoothing)
+        loss = logits.cross_entropy(targets, label_smoothing)
+    else:
+        loss = SummedCrossEntropy.apply(logits, targets, label_smoothing)
+    return loss + guided_alignment * alignment_loss(weights, batch.alignment) if guided else loss
+
+
+def alignment_loss(weights: torch.Tensor, gold: torch.Tensor) -> torch.Tensor:
+    """The cross-entropy of the attention `weights` (batch, tgt_len, src_len) against the aligner's
+    `gold` attention (`nmt.data.batches.gold_attention`), summed over the target positions it links
+    (Garg et al. 2019; Marian's guided-alignment-cost ce). Summed as the translation loss is, it is
+    divided by the same target tokens."""
+    return -(gold * weights.float().clamp_min(1e-6).log()).sum()
 
 
 @torch.inference_mode()

@@ -74,11 +74,13 @@ class Seq2Seq(nn.Module):
         return logits.log_softmax(-1), state, weights
 
     def forward(self, src: torch.Tensor, src_lens: torch.Tensor, tgt_in: torch.Tensor,
-                positions: torch.Tensor | None = None) -> torch.Tensor | CopyScores:
+                positions: torch.Tensor | None = None, attention: bool = False
+                ) -> torch.Tensor | CopyScores | tuple[torch.Tensor | CopyScores, torch.Tensor]:
         """Teacher forcing: -> logits (batch, tgt_len, tgt_vocab), or (len(positions), tgt_vocab)
-        for the flat (batch * tgt_len) `positions` only (with copy attention: `CopyScores`)."""
-        logits, _, _ = self.decoder(tgt_in, self.encode(src, src_lens), positions)
-        return logits
+        for the flat (batch * tgt_len) `positions` only (with copy attention: `CopyScores`); with
+        `attention`, also the attention weights (batch, tgt_len, src_len) that guided alignment reads."""
+        logits, _, weights = self.decoder(tgt_in, self.encode(src, src_lens), positions)
+        return (logits, weights) if attention else logits
 
 
 def build_model(cfg: ModelConfig, src_vocab: Vocab, tgt_vocab: Vocab) -> Seq2Seq:

@@ -22,6 +22,7 @@ from nmt.data.corpus import require_corpus, resolve_corpus
 from nmt.data.corpus_mix import CorpusMix, MixPart
 from nmt.data.epoch_order import EpochBatches
 from nmt.data.indexed import IndexedArray
+from nmt.data.links import training_links
 from nmt.data.prepare import ensure_prepared
 from nmt.data.prepared_corpus import TRAINING_WORDS, PreparedCorpus
 from nmt.data.tokenizer import SubwordTokenizer, Tokenizer, load_tokenizer
@@ -100,8 +101,9 @@ def load_data(cfg: Config, data_path: str | None, out_dir: Path, resume: dict | 
     corpus_print = prepared.manifest["corpus"]  # checked against the corpus as the folder was accepted
     logger.info("corpus %s (%s -> %s): train %s | valid %s | test %s pairs", corpus, cfg.data.source_lang,
                 cfg.data.target_lang, f"{counts['train']:,}", f"{counts['valid']:,}", f"{counts['test']:,}")
+    links = training_links(folder) if cfg.train.guided_alignment > 0 else None
     train = TrainingSet.from_stores(prepared.ids("train", "src"), prepared.ids("train", "tgt"), cfg.data.max_len,
-                                    src_vocab.eos_id)
+                                    src_vocab.eos_id, links)
     if not train.fitting():
         raise NmtError(f"no training pair fits data.max_len={cfg.data.max_len}; raise it")
     logger.info("vocab (%s): %d source, %d target types | %s training pairs within data.max_len=%d",

@@ -35,7 +35,8 @@ def train_step(model: torch.nn.Module, batches: Sequence[Batch], optimizer: torc
     for i, batch in enumerate(batches):
         last = i == len(batches) - 1
         with model.no_sync() if world.distributed and not last else contextlib.nullcontext():  # type: ignore[operator]
-            micro = batch_loss(model, batch, pad_id, cfg.train.precision, cfg.train.label_smoothing)
+            micro = batch_loss(model, batch, pad_id, cfg.train.precision, cfg.train.label_smoothing,
+                               cfg.train.guided_alignment)
             (micro * (world.size / total_tokens)).backward()
         loss_sum += micro.detach().double()
     if world.distributed:

@@ -1,0 +1,91 @@
+"""Word links of the training pairs, for guided alignment (`train.guided_alignment`).
+
+eflomal (Östling and Tiedemann, 2016; the aligner Bergamot's students are guided by) aligns the
+prepared training ids once, piece to piece (the units the attention reads), in both directions;
+the links the two directions agree on are kept, precise one-to-one links (a piece left unlinked
+is simply not guided). They are stored beside the prepared corpus as one more indexed store,
+`train.links` (per pair: source position, target position, source position, ...), with a record
+of the id stores they were computed from, so every run of the folder reads them from disk as it
+reads the ids and no run aligns twice. Written to temporary files and renamed, record last.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import tempfile
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import numpy as np
+
+from nmt.data.indexed import IndexedArray, IndexedWriter
+from nmt.data.manifest import read_manifest
+from nmt.data.prepare import locked
+from nmt.errors import NmtError
+
+logger = logging.getLogger(__name__)
+
+LINKS, RECORD = "train.links", "train.links.json"
+READ_CHUNK = 100_000  # pairs read from the id stores at once
+
+
+def training_links(folder: Path) -> IndexedArray:
+    """The links of the prepared folder's training pairs, aligned now if missing or made from other
+    ids (one process aligns; others wait under the folder's lock and then read them)."""
+    with locked(folder):
+        expected = _record(folder)
+        record = folder / RECORD
+        if record.is_file() and json.loads(record.read_text(encoding="utf-8")) == expected:
+            return IndexedArray(folder / LINKS)
+        start = time.monotonic()
+        src, tgt = IndexedArray(folder / "train.src"), IndexedArray(folder / "train.tgt")
+        logger.info("guided alignment: aligning %s training pairs with eflomal (once for this prepared corpus)",
+                    f"{len(src):,}")
+        tmp = folder / f"{LINKS}.tmp-{os.getpid()}"
+        writer = IndexedWriter(tmp, np.uint16)
+        linked = 0
+        for links in agreed_links(src, tgt):
+            writer.add(links.ravel())
+            linked += len(links)
+        writer.close()
+        for suffix in (".bin", ".idx"):
+            os.replace(f"{tmp}{suffix}", folder / f"{LINKS}{suffix}")
+        record.write_text(json.dumps(expected), encoding="utf-8")
+        logger.info("guided alignment: %s links (%.2f a target piece) in %.1f s", f"{linked:,}",
+                    linked / max(1, int(tgt.sizes().sum())), time.monotonic() - start)
+        return IndexedArray(folder / LINKS)
+
+
+def _record(folder: Path) -> dict:
+    """What the stored links were computed from: the training id stores, by their sha256."""
+    manifest = read_manifest(folder) or {}
+    files = manifest.get("files", {})
+    return {"aligner": "eflomal, agreed links of both directions",
+            "ids": {name: files.get(name, {}).get("sha256") for name in ("train.src.bin", "train.tgt.bin")}}
+
+
+def agreed_links(src: IndexedArray, tgt: IndexedArray) -> Iterator[np.ndarray]:
+    """Per pair, the (source position, target position) links both of eflomal's directions give,
+    as a (links, 2) array of piece positions (<eos> not counted)."""
+    try:
+        import eflomal
+    except ImportError:
+        raise NmtError("train.guided_alignment aligns the training pairs with eflomal, which is not installed: "
+                       "pip install eflomal (or pip install -e '.[align]'), or set train.guided_alignment: 0") from None
+
+    def lines(store: IndexedArray) -> Iterator[str]:
+        for start in range(0, len(store), READ_CHUNK):
+            for ids in store.run(start, min(start + READ_CHUNK, len(store))):
+                yield " ".join(map(str, ids.tolist())) or "_"  # (an empty side: one token that links nowhere)
+
+    with tempfile.TemporaryDirectory() as tmp:
+        forward, reverse = Path(tmp) / "fwd", Path(tmp) / "rev"
+        eflomal.Aligner().align(lines(src), lines(tgt), links_filename_fwd=str(forward),
+                                links_filename_rev=str(reverse), quiet=True)
+        with forward.open() as f, reverse.open() as r:
+            for a, b in zip(f, r):
+                agreed = sorted(set(a.split()) & set(b.split()))
+                yield np.array([[int(x) for x in link.split("-")] for link in agreed], dtype=np.int64).reshape(-1, 2)

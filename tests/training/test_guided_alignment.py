@@ -1,0 +1,87 @@
+"""Guided alignment (train.guided_alignment): eflomal's links of the prepared training pairs, stored
+once beside them; the gold attention a batch carries; a loss that pulls the attention onto it."""
+
+import os
+
+import numpy as np
+import pytest
+import torch
+from conftest import TINY
+
+from nmt.config import config_from_dict
+from nmt.data.batches import Example, collate, encode_pairs, gold_attention
+from nmt.data.corpus import Pair, resolve_corpus
+from nmt.data.indexed import IndexedArray
+from nmt.data.links import LINKS, RECORD, training_links
+from nmt.data.prepare import ensure_prepared
+from nmt.data.vocab import Vocab
+from nmt.model import build_model
+from nmt.training.loop import train_step
+
+pytest.importorskip("eflomal")
+
+HANDFUL = [("go now .", "va maintenant !"), ("he is calm .", "il est calme ."), ("i am home .", "je suis chez moi ."),
+           ("we see a big red boat .", "nous voyons un grand bateau rouge ."), ("wait here !", "attends ici !")]
+
+
+def test_gold_attention_spreads_a_target_over_its_linked_sources_and_links_eos():
+    linked = Example([5, 6, 7, 2], [8, 9, 2], links=np.array([[0, 0], [1, 0], [2, 1], [7, 7]]))
+    plain = Example([5, 2], [8, 2])
+    gold = gold_attention([linked, plain], 3)
+    assert gold.shape == (2, 3, 4)
+    assert gold[0].tolist() == [[0.5, 0.5, 0, 0], [0, 0, 1, 0], [0, 0, 0, 1]]  # (the link out of range is dropped)
+    assert not gold[1].any()  # an example without links is not guided
+    assert collate([plain], 0, 1).alignment is None and collate([linked, plain], 0, 1).alignment is not None
+
+
+def reversed_links(example: Example) -> np.ndarray:
+    """Target piece j to source piece n-1-j (clamped): an alignment no model finds on its own."""
+    n_src, n_tgt = len(example.src) - 1, len(example.tgt) - 1
+    return np.array([[max(0, n_src - 1 - j), j] for j in range(n_tgt)])
+
+
+@pytest.mark.parametrize("decoder", ["parallel", "stepwise"])
+def test_the_loss_pulls_the_attention_onto_the_links(decoder):
+    pairs = [Pair(en.split(), fr.split()) for en, fr in HANDFUL]
+    sv, tv = Vocab.build((p.src for p in pairs), 1), Vocab.build((p.tgt for p in pairs), 1)
+    examples = [Example(ex.src, ex.tgt, reversed_links(ex)) for ex in encode_pairs(pairs, sv, tv)]
+    batch = collate(examples, tv.pad_id, tv.bos_id)
+    mass = {}
+    for weight in (0.0, 1.0):
+        torch.manual_seed(0)
+        cfg = config_from_dict({**TINY, "model": {**TINY["model"], "decoder": decoder},
+                                "train": {**TINY["train"], "lr": 0.01, "guided_alignment": weight}})
+        model = build_model(cfg.model, sv, tv)
+        optimizer = torch.optim.Adam(model.parameters(), lr=cfg.train.lr)
+        for _ in range(80):
+            train_step(model, [batch], optimizer, cfg, tv.pad_id)
+        model.eval()
+        with torch.no_grad():
+            _, weights = model(batch.src, batch.src_lens, batch.tgt_in, attention=True)
+        linked = batch.alignment.sum(-1) > 0
+        mass[weight] = (weights * batch.alignment).sum(-1)[linked].mean().item()  # attention on the links
+    assert mass[1.0] > 0.8 and mass[1.0] > mass[0.0] + 0.3, mass
+
+
+def test_eflomals_links_are_stored_once_beside_the_prepared_corpus(toy_zip):
+    cfg = config_from_dict({**TINY, "train": {**TINY["train"], "guided_alignment": 0.1}})
+    folder = ensure_prepared(resolve_corpus(str(toy_zip), cfg.data), cfg.data, quiet=True)
+    links = training_links(folder)
+    src, tgt = IndexedArray(folder / "train.src"), IndexedArray(folder / "train.tgt")
+    sv, tv = Vocab.load(folder / "src_vocab.txt"), Vocab.load(folder / "tgt_vocab.txt")
+    assert len(links) == len(src)
+    # the toy language is word for word: "cat" and "chat", "see" and "vois" are linked where both occur
+    found = {("cat", "chat"): [0, 0], ("see", "vois"): [0, 0]}
+    for i in range(len(src)):
+        words, targets = [sv.itos[x] for x in src[i]], [tv.itos[x] for x in tgt[i]]
+        pairs = {(words[s], targets[t]) for s, t in links[i].reshape(-1, 2)}
+        for key, count in found.items():
+            if key[0] in words and key[1] in targets:
+                count[0] += 1
+                count[1] += key in pairs
+    assert all(both > 20 and linked >= 0.9 * both for both, linked in found.values()), found
+    stored = os.stat(folder / f"{LINKS}.bin").st_mtime_ns
+    training_links(folder)  # the record matches: read, not aligned again
+    assert os.stat(folder / f"{LINKS}.bin").st_mtime_ns == stored
+    (folder / RECORD).write_text("{}")  # a record of other ids: aligned again
+    assert len(training_links(folder)) == len(src) and (folder / RECORD).read_text() != "{}"

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 import torch
 
 from nmt.errors import NmtError
+from nmt.inference.constraints import Progress, Rules
 from nmt.inference.search import Hypothesis, Sources, Specials, search
 from nmt.model import Seq2Seq
 
@@ -81,8 +82,10 @@ class Draw:
             column = order.gather(1, column)
         return [[(score, 0, c)] for score, c in zip(running[:, 0].tolist(), column[:, 0].tolist())]
 
-    def arrange(self, moves: list[tuple[int, int, float]], beams: list, rules: object) -> list[tuple[int, int, float]]:
-        return moves  # one hypothesis a sample: what was drawn
+    def arrange(self, moves: list[tuple[int, int, float]], beams: list, rules: Rules
+                ) -> list[tuple[int, int, float, Progress]]:
+        return [(beam, token, log_prob, rules.advance(beams[beam].progress, token))  # one a sample: what was drawn
+                for beam, token, log_prob in moves]
 
 
 def samples(model: Seq2Seq, sources: Sources, specials: Specials, n: int, sampling: Sampling,

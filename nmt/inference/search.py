@@ -18,7 +18,7 @@ from typing import Protocol
 
 import torch
 
-from nmt.inference.constraints import NO_RULES, Progress, Rules, Step, allowed, token_tensor
+from nmt.inference.constraints import NO_RULES, Progress, Rules, Step, allowed
 from nmt.model import Seq2Seq
 
 # Room a step's candidates keep for refused tokens: the number rules refuse a few dozen (digits, other
@@ -72,12 +72,13 @@ class Sources:
 @dataclass
 class Turn:
     """What a step of the search holds beyond the scores, for a policy that reads the rules: the
-    candidates' token ids (n * k, c), each row's `Step`, the sentence of each group of k rows and
-    every sentence's rules."""
+    candidates' token ids (n * k, c), each row's `Step`, the sentence of each group of k rows,
+    every sentence's rules and where each row's candidates are tokens it owes (`_owed_columns`)."""
     ids: torch.Tensor
     steps: list[Step | None]
     alive: list[int]
     rules: Sequence[Rules]
+    owed: torch.Tensor | None = None
 
 
 class Policy(Protocol):
@@ -92,9 +93,9 @@ class Policy(Protocol):
         (-inf: none), chosen (n * k, c) their candidates' masked log-probabilities."""
 
     def arrange(self, moves: list[tuple[int, int, float]], beams: list[_Live], rules: Rules
-                ) -> list[tuple[int, int, float]]:
-        """A sentence's continuations that do not end, as (beam, token, log-prob), in the order in
-        which they take its k places."""
+                ) -> list[tuple[int, int, float, Progress]]:
+        """A sentence's continuations that do not end, as (beam, token, log-prob, the hypothesis's
+        progress after the token), in the order in which they take its k places (the first k at least)."""
 
 
 class Beam:
@@ -116,8 +117,9 @@ class Beam:
                 for scores, indices in zip(top.tolist(), index.tolist())]
 
     def arrange(self, moves: list[tuple[int, int, float]], beams: list[_Live], rules: Rules
-                ) -> list[tuple[int, int, float]]:
-        return moves  # best first
+                ) -> list[tuple[int, int, float, Progress]]:
+        return [(beam, token, log_prob, rules.advance(beams[beam].progress, token))  # best first
+                for beam, token, log_prob in moves[:self.beam_size]]
 
 
 class ConstrainedBeam(Beam):
@@ -133,6 +135,9 @@ class ConstrainedBeam(Beam):
     def propose(self, running: torch.Tensor, chosen: torch.Tensor, turn: Turn | None = None) -> list[list[Candidate]]:
         proposals = super().propose(running, chosen)
         k, previous, best = self.beam_size, running.tolist(), chosen.argmax(-1).tolist()
+        owed_at: dict[int, list[int]] = {}  # each row's owed columns (a repeated one is -inf in `chosen`)
+        for row, column in (turn.owed.nonzero().tolist() if turn.owed is not None else ()):
+            owed_at.setdefault(row, []).append(column)
         out = []
         for i, (sent, found) in enumerate(zip(turn.alive, proposals)):
             if not turn.rules[sent].terms:
@@ -143,7 +148,7 @@ class ConstrainedBeam(Beam):
                 row, step = i * k + beam, turn.steps[i * k + beam]
                 if previous[i][beam] == float("-inf") or step is None:
                     continue
-                for column in {best[row], *_first_columns(turn.ids[row], step.owed)}:
+                for column in [best[row], *owed_at.get(row, ())]:
                     score = previous[i][beam] + float(chosen[row, column])
                     if (beam, column) not in seen and score != float("-inf"):
                         seen.add((beam, column))
@@ -152,15 +157,17 @@ class ConstrainedBeam(Beam):
         return out
 
     def arrange(self, moves: list[tuple[int, int, float]], beams: list[_Live], rules: Rules
-                ) -> list[tuple[int, int, float]]:
+                ) -> list[tuple[int, int, float, Progress]]:
         if not rules.terms:
-            return moves
+            return super().arrange(moves, beams, rules)
+        advanced = [(beam, token, log_prob, rules.advance(beams[beam].progress, token))
+                    for beam, token, log_prob in moves]
         places, counts = [], {}
-        for beam, token, _ in moves:
-            bank = rules.bank(rules.advance(beams[beam].progress, token))
+        for *_, progress in advanced:
+            bank = rules.bank(progress)
             places.append((counts.get(bank, 0), -bank))
             counts[bank] = counts.get(bank, 0) + 1
-        return [move for _, move in sorted(zip(places, moves), key=lambda pair: pair[0])]
+        return [move for _, move in sorted(zip(places, advanced), key=lambda pair: pair[0])]
 
 
 def beam_for(beam_size: int, rules: Sequence[Rules] | None) -> Beam:
@@ -209,10 +216,11 @@ def search(model: Seq2Seq, sources: Sources, specials: Specials, policy: Policy,
             first = _first_of_each(ids, ids.shape[1] - named.shape[1])  # the model ranks at most its vocabulary
             mask = first if mask is None else mask & first
         chosen = top if mask is None else top.masked_fill(~mask, float("-inf"))
+        owed = _owed_columns(ids, steps)
         owing = [(row, step) for row, step in enumerate(steps) if step is not None and step.owed and not step.forced]
         if owing:  # an owing hypothesis's wish to end (or close its sentence) goes to the likeliest it owes
-            chosen = _ending_as_owed(chosen, top, ids, eos.float(), owing)
-        proposals = policy.propose(running, chosen, Turn(ids, steps, alive, rules))
+            chosen = _ending_as_owed(chosen, top, ids, eos.float(), owing, owed)
+        proposals = policy.propose(running, chosen, Turn(ids, steps, alive, rules, owed))
         keep, next_scores, next_rows, next_tokens = [], [], [], []
         previous = running.tolist()
         for i, (sent, moves) in enumerate(zip(alive, _resolved(proposals, top, ids, k))):
@@ -254,14 +262,15 @@ def _named(steps: list[Step | None], eos_id: int, device: torch.device) -> torch
     return torch.tensor([row + [eos_id] * (width - len(row)) for row in named], device=device)
 
 
-def _first_columns(ids: torch.Tensor, tokens: frozenset[int]) -> list[int]:
-    """The column of each of `tokens` in a row of candidate ids `ids`: its first, the one a step's
-    mask leaves it (`_first_of_each`)."""
-    columns: dict[int, int] = {}
-    for column, token in enumerate(ids.tolist()):
-        if token in tokens:
-            columns.setdefault(token, column)
-    return list(columns.values())
+def _owed_columns(ids: torch.Tensor, steps: list[Step | None]) -> torch.Tensor | None:
+    """(rows, c): where each row's candidate ids `ids` are tokens its step owes, for every row in
+    one comparison (None: no row owes a token)."""
+    owed = [sorted(s.owed) if s is not None else [] for s in steps]
+    width = max(map(len, owed), default=0)
+    if not width:
+        return None
+    table = torch.tensor([row + [-1] * (width - len(row)) for row in owed], device=ids.device)
+    return (ids[:, :, None] == table[:, None, :]).any(-1)
 
 
 def _first_of_each(ids: torch.Tensor, ranked: int) -> torch.Tensor:
@@ -275,20 +284,25 @@ def _first_of_each(ids: torch.Tensor, ranked: int) -> torch.Tensor:
 
 
 def _ending_as_owed(chosen: torch.Tensor, top: torch.Tensor, ids: torch.Tensor, eos: torch.Tensor,
-                    owing: list[tuple[int, Step]]) -> torch.Tensor:
-    """Each owing row's best owed token ranked as its <eos> would have been, if that was higher: a
-    hypothesis about to stop writes what it owes instead (its score stays its own). A row whose
-    likeliest token (`top`: the candidates unmasked) would close its sentence while it owes a
-    glossary term (`Step.closing`) or end it writes only what it owes: the term goes where the
-    sentence would have ended, not into words made up to put off the end."""
+                    owing: list[tuple[int, Step]], owed: torch.Tensor) -> torch.Tensor:
+    """Each owing row's best owed token (`owed`: `_owed_columns`) ranked as its <eos> would have
+    been, if that was higher: a hypothesis about to stop writes what it owes instead (its score stays
+    its own). A row whose likeliest token (`top`: the candidates unmasked) would close its sentence
+    while it owes a glossary term (`Step.closing`) or end it writes only what it owes: the term goes
+    where the sentence would have ended, not into words made up to put off the end. All owing rows
+    at once: a step of beam 5 over a batch holds hundreds."""
+    rows = torch.tensor([row for row, _ in owing], device=chosen.device)
+    only_owed = chosen[rows].masked_fill(~owed[rows], float("-inf"))
+    best_score, best_column = top[rows].max(-1)
+    likeliest = ids[rows].gather(1, best_column[:, None]).squeeze(1).tolist()
+    ends = (eos[rows] >= best_score).tolist()
+    closing = torch.tensor([bool(step.closing) and (end or token in step.closing)
+                            for (_, step), end, token in zip(owing, ends, likeliest)], device=chosen.device)
+    raised = chosen[rows]
+    best = only_owed.argmax(-1, keepdim=True)
+    raised.scatter_(1, best, torch.maximum(raised.gather(1, best), eos[rows][:, None]))
     chosen = chosen.clone()
-    for row, step in owing:
-        owed = torch.isin(ids[row], token_tensor(step.owed, ids.device))
-        if step.closing and (eos[row] >= top[row].max() or int(ids[row, top[row].argmax()]) in step.closing):
-            chosen[row] = chosen[row].masked_fill(~owed, float("-inf"))
-            continue
-        best = chosen[row].masked_fill(~owed, float("-inf")).argmax()
-        chosen[row, best] = torch.maximum(chosen[row, best], eos[row])
+    chosen[rows] = torch.where(closing[:, None], only_owed, raised)
     return chosen
 
 
@@ -316,12 +330,11 @@ def _continue(moves: list[tuple[int, int, float]], previous: list[float], beams:
     k = policy.beam_size
     ended = [(_Live(beams[beam].tokens, beams[beam].token_scores + [log_prob], beams[beam].progress),
               previous[beam] + log_prob) for beam, token, log_prob in moves[:k] if token == eos_id]
-    moves = policy.arrange([move for move in moves if move[1] != eos_id], beams, rules)
     kept = []
-    for beam, token, log_prob in moves[:k]:
+    for beam, token, log_prob, progress in policy.arrange([m for m in moves if m[1] != eos_id], beams, rules)[:k]:
         hyp = beams[beam]
         kept.append((previous[beam] + log_prob, first_row + beam, token,
-                     _Live(hyp.tokens + [token], hyp.token_scores + [log_prob], rules.advance(hyp.progress, token))))
+                     _Live(hyp.tokens + [token], hyp.token_scores + [log_prob], progress)))
     return kept, ended
 
 

@@ -138,8 +138,10 @@ def test_the_constrained_beam_is_the_policy_that_gives_each_bank_a_place():
     rules = Rules(terms=((7, 8),))
     beams = [_Live([], [], Progress()) for _ in range(3)]
     moves = [(0, 3, -0.1), (1, 4, -0.2), (2, 7, -0.5), (0, 5, -0.6)]  # only token 7 begins the term
-    assert ConstrainedBeam(3).arrange(moves, beams, rules) == [(2, 7, -0.5), (0, 3, -0.1), (1, 4, -0.2), (0, 5, -0.6)]
-    assert Beam(3).arrange(moves, beams, rules) == moves
-    assert ConstrainedBeam(3).arrange(moves, beams, NO_RULES) == moves
+    arranged = ConstrainedBeam(3).arrange(moves, beams, rules)
+    assert [m[:3] for m in arranged] == [(2, 7, -0.5), (0, 3, -0.1), (1, 4, -0.2), (0, 5, -0.6)]
+    assert arranged[0][3] == Progress(begun=frozenset({(0, 1)}))  # each with its progress after the token
+    assert [m[:3] for m in Beam(3).arrange(moves, beams, rules)] == moves[:3]
+    assert [m[:3] for m in ConstrainedBeam(3).arrange(moves, beams, NO_RULES)] == moves[:3]
     assert type(beam_for(3, [NO_RULES, rules])) is ConstrainedBeam
     assert type(beam_for(3, [NO_RULES])) is Beam and type(beam_for(1, [rules])) is Beam

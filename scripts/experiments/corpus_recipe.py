@@ -152,7 +152,7 @@ def main() -> None:
         parser = argparse.ArgumentParser(description=score_outputs.__doc__)
         parser.add_argument("score")
         parser.add_argument("outputs", type=Path, nargs="+")
-        parser.add_argument("--test", choices=TEST_SETS, default=TEST_SETS[0])
+        parser.add_argument("--test", choices=("val",) + TEST_SETS, default=TEST_SETS[0])  # val: choosing without the tests
         parser.add_argument("--tgt", choices=["en", "de"], default="de")
         parser.add_argument("--multi30k", type=Path, default=Path("data/multi30k"))
         args = parser.parse_args()

@@ -15,9 +15,10 @@ gold markup exists for it:
    placed by the alignment `--align` prints (each output word to a source word: what markup used
    first) and by position alone (the span's relative place in the source, in the reference), the
    floor an alignment must beat. eflomal samples: its links, and so the cases, differ a little
-   from one run to the next.
+   from one invocation to the next; runs given together are scored on the same cases (runs of one
+   corpus and split: the first run's config builds them).
 
-    python scripts/experiments/markup_placement.py RUN [--data CORPUS] [--sentences 1000]
+    python scripts/experiments/markup_placement.py RUN [RUN...] [--data CORPUS] [--sentences 1000]
 """
 
 from __future__ import annotations
@@ -91,11 +92,11 @@ def by_position(first: int, last: int, n_src: int, n_tgt: int) -> tuple[int, int
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("run", type=Path)
+    parser.add_argument("runs", type=Path, nargs="+")
     parser.add_argument("--data", help="the run's corpus (default: where nmt finds it)")
     parser.add_argument("--sentences", type=int, default=1000)
     args = parser.parse_args()
-    cfg = load_config(args.run / "config.yaml")
+    cfg = load_config(args.runs[0] / "config.yaml")
     splits = load_splits(resolve_corpus(args.data, cfg.data), cfg.data.num_pairs, cfg.data)
     seen, test = set(), []
     for pair in splits.test:  # one reference a source (the test split may hold several)
@@ -110,7 +111,15 @@ def main() -> None:
             cases.append((src, ref, rng.choice(spans)))
     cases = cases[:args.sentences]
 
-    translator = Translator.load(str(args.run / "best.pt"), "cpu")
+    print(f"CPU: {cpu_name()} ({' '.join(noted_flags()) or 'none'}); {len(test):,} test sources, {len(cases):,} "
+          f"with a sure span")
+    for run in args.runs:
+        placement(run, cases)
+
+
+def placement(run: Path, cases: list[tuple[str, str, tuple[int, int, int, int]]]) -> None:
+    """One run's tags on the cases, placed three ways, printed as one line."""
+    translator = Translator.load(str(run / "best.pt"), "cpu")
     marked = [parse(tagged(src.split(), first, last)) for src, _, (first, last, _, _) in cases]
     forced = translator.score([m.text for m in marked], [ref for _, ref, _ in cases])
     found = alignments(translator, [m.text for m in marked], forced, each_source_word=True)
@@ -126,13 +135,10 @@ def main() -> None:
         output_side += (placed.first, placed.last) == (lo, hi)
         positional += by_position(first, last, len(src.split()), len(output.words)) == (lo, hi)
     scored = len(cases) - other_words
-    flags = " ".join(noted_flags()) or "none"
-    print(f"CPU: {cpu_name()} ({flags}); run {args.run}; {len(test):,} test sources, {len(cases):,} with a sure "
-          f"span, {scored:,} scored ({other_words} whose reference the model writes back otherwise)")
-    print(f"tag placement, exact reference words: --markup {right / scored:.1%} ({right:,}); by --align's "
-          f"direction (each output word's source word) {output_side / scored:.1%} ({output_side:,}); "
-          f"by position alone {positional / scored:.1%} ({positional:,})")
-
+    print(f"{run}: {scored:,} scored ({other_words} whose reference the model writes back otherwise); tag placement, "
+          f"exact reference words: --markup {right / scored:.1%} ({right:,}); by --align's direction (each output "
+          f"word's source word) {output_side / scored:.1%} ({output_side:,}); by position alone "
+          f"{positional / scored:.1%} ({positional:,})")
 
 if __name__ == "__main__":
     main()

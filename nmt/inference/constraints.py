@@ -75,8 +75,12 @@ class Rules:
 
     def advance(self, progress: Progress, token: int) -> Progress:
         """`progress` after writing `token`. A term under way that `token` does not continue starts over."""
-        if not self.terms and token not in self.once:
-            return progress
+        if token not in self._term_tokens:  # most tokens of a search: no term moves, those under way start over
+            used = progress.used | {token} if token in self.once else progress.used
+            closed = progress.closed + (token in self.pieces.closers)
+            if not progress.begun and not progress.after_term and used is progress.used and closed == progress.closed:
+                return progress
+            return Progress(progress.met, frozenset(), used, False, closed)
         met, begun, before = set(progress.met), set(), progress.met
         under_way = progress.begun | {(term, 0) for term in range(len(self.terms)) if term not in progress.met}
         for term, done in under_way:
@@ -130,6 +134,11 @@ class Rules:
         if progress.closed >= self.closes and any(t not in progress.met for t in range(self.words)):
             closing = self.pieces.closers - owed
         return Step(forced, refused | closing | {eos_id}, owed, closing)
+
+    @cached_property
+    def _term_tokens(self) -> frozenset[int]:
+        """Every token of every term: a token outside them moves no term on."""
+        return frozenset(token for term in self.terms for token in term)
 
     @cached_property
     def _unconstrained(self) -> Step | None:

@@ -162,9 +162,11 @@ class ConstrainedBeam(Beam):
             return super().arrange(moves, beams, rules)
         advanced = [(beam, token, log_prob, rules.advance(beams[beam].progress, token))
                     for beam, token, log_prob in moves]
-        places, counts = [], {}
+        places, counts, banks = [], {}, {}  # (most moves leave their hypothesis's progress as it was: one bank each)
         for *_, progress in advanced:
-            bank = rules.bank(progress)
+            bank = banks.get(id(progress))
+            if bank is None:
+                bank = banks[id(progress)] = rules.bank(progress)
             places.append((counts.get(bank, 0), -bank))
             counts[bank] = counts.get(bank, 0) + 1
         return [move for _, move in sorted(zip(places, advanced), key=lambda pair: pair[0])]

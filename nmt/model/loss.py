@@ -63,9 +63,8 @@ def batch_loss(model: Seq2Seq, batch: Batch, pad_id: int, precision: str = "fp32
         positions = (batch.tgt_out.flatten() != pad_id).nonzero().squeeze(1)
     guided = guided_alignment > 0 and batch.alignment is not None
     with autocast(batch.src.device, precision):
-        logits = model(batch.src, batch.src_lens, batch.tgt_in, positions, attention=guided)  # (num_tokens, vocab)
-    if guided:
-        logits, weights = logits
+        out = model(batch.src, batch.src_lens, batch.tgt_in, positions, attention=guided)
+    logits, weights = out if guided else (out, None)  # (num_tokens, vocab), the attention for guidance
     targets = batch.tgt_out.flatten()[positions]
     if isinstance(logits, CopyScores):
         loss = logits.cross_entropy(targets, label_smoothing)

@@ -51,9 +51,11 @@ def training_links(folder: Path) -> IndexedArray:
             writer.add(links.ravel())
             linked += len(links)
         writer.close()
+        record.unlink(missing_ok=True)  # no record while the pair of files is half replaced
         for suffix in (".bin", ".idx"):
             os.replace(f"{tmp}{suffix}", folder / f"{LINKS}{suffix}")
-        record.write_text(json.dumps(expected), encoding="utf-8")
+        Path(f"{tmp}.json").write_text(json.dumps(expected), encoding="utf-8")
+        os.replace(f"{tmp}.json", record)
         logger.info("guided alignment: %s links (%.2f a target piece) in %.1f s", f"{linked:,}",
                     linked / max(1, int(tgt.sizes().sum())), time.monotonic() - start)
         return IndexedArray(folder / LINKS)

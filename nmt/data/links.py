@@ -16,7 +16,7 @@ import logging
 import os
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 
 import numpy as np
@@ -47,8 +47,8 @@ def training_links(folder: Path) -> IndexedArray:
         tmp = folder / f"{LINKS}.tmp-{os.getpid()}"
         writer = IndexedWriter(tmp, np.uint16)
         linked = 0
-        for links in agreed_links(src, tgt):
-            writer.add(links.ravel())
+        for links in agreed_links(id_lines(src), id_lines(tgt)):
+            writer.add(np.array(links, dtype=np.int64).ravel())
             linked += len(links)
         writer.close()
         record.unlink(missing_ok=True)  # no record while the pair of files is half replaced
@@ -69,25 +69,26 @@ def _record(folder: Path) -> dict:
             "ids": {name: files.get(name, {}).get("sha256") for name in ("train.src.bin", "train.tgt.bin")}}
 
 
-def agreed_links(src: IndexedArray, tgt: IndexedArray) -> Iterator[np.ndarray]:
-    """Per pair, the (source position, target position) links both of eflomal's directions give,
-    as a (links, 2) array of piece positions (<eos> not counted)."""
+def id_lines(store: IndexedArray) -> Iterator[str]:
+    """An id store's sequences as the aligner reads them: ids as words, a chunk of the store at a time."""
+    for start in range(0, len(store), READ_CHUNK):
+        for ids in store.run(start, min(start + READ_CHUNK, len(store))):
+            yield " ".join(map(str, ids.tolist()))
+
+
+def agreed_links(src_lines: Iterable[str], tgt_lines: Iterable[str]) -> Iterator[list[tuple[int, int]]]:
+    """Per pair of lines (whitespace-separated tokens), the (source position, target position)
+    links both of eflomal's directions give, in order. The experiments' aligners call this too."""
     try:
         import eflomal
     except ImportError:
-        raise NmtError("train.guided_alignment aligns the training pairs with eflomal, which is not installed: "
-                       "pip install eflomal (or pip install -e '.[align]'), or set train.guided_alignment: 0") from None
-
-    def lines(store: IndexedArray) -> Iterator[str]:
-        for start in range(0, len(store), READ_CHUNK):
-            for ids in store.run(start, min(start + READ_CHUNK, len(store))):
-                yield " ".join(map(str, ids.tolist())) or "_"  # (an empty side: one token that links nowhere)
-
+        raise NmtError("eflomal is not installed (guided alignment and the alignment experiments need it): "
+                       "pip install eflomal, or pip install -e '.[align]'; or train with train.guided_alignment: 0") from None
     with tempfile.TemporaryDirectory() as tmp:
         forward, reverse = Path(tmp) / "fwd", Path(tmp) / "rev"
-        eflomal.Aligner().align(lines(src), lines(tgt), links_filename_fwd=str(forward),
-                                links_filename_rev=str(reverse), quiet=True)
+        # (an empty side: one token that links nowhere in the sentence's real tokens)
+        eflomal.Aligner().align((line or "_" for line in src_lines), (line or "_" for line in tgt_lines),
+                                links_filename_fwd=str(forward), links_filename_rev=str(reverse), quiet=True)
         with forward.open() as f, reverse.open() as r:
             for a, b in zip(f, r):
-                agreed = sorted(set(a.split()) & set(b.split()))
-                yield np.array([[int(x) for x in link.split("-")] for link in agreed], dtype=np.int64).reshape(-1, 2)
+                yield sorted(tuple(map(int, link.split("-"))) for link in set(a.split()) & set(b.split()))

@@ -27,7 +27,6 @@ import argparse
 import html
 import random
 import sys
-import tempfile
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
@@ -35,6 +34,8 @@ sys.path.insert(0, str(REPO))
 
 from nmt.config import load_config  # noqa: E402
 from nmt.data.corpus import load_splits, resolve_corpus  # noqa: E402
+from nmt.data.links import agreed_links  # noqa: E402
+from nmt.errors import NmtError  # noqa: E402
 from nmt.hardware import cpu_name, noted_flags  # noqa: E402
 from nmt.inference.markup import parse  # noqa: E402
 from nmt.inference.translator import Translator, alignments  # noqa: E402
@@ -47,19 +48,13 @@ def aligner_words(text: str) -> str:
     return " ".join("".join(c for c in w.lower() if c.isalnum()) or "_" for w in text.split())
 
 
-def agreed_links(pairs: list[tuple[str, str]]) -> list[set[Link]]:
+def agreed_word_links(pairs: list[tuple[str, str]]) -> list[set[Link]]:
     """Each pair's (source word, target word) links that eflomal's two directions agree on."""
     try:
-        import eflomal
-    except ImportError:
-        sys.exit("error: this experiment aligns the corpus with eflomal: pip install eflomal")
-    with tempfile.TemporaryDirectory() as tmp:
-        forward, reverse = Path(tmp) / "fwd", Path(tmp) / "rev"
-        eflomal.Aligner().align([aligner_words(s) for s, _ in pairs], [aligner_words(t) for _, t in pairs],
-                                links_filename_fwd=str(forward), links_filename_rev=str(reverse), quiet=True)
-        with forward.open() as f, reverse.open() as r:
-            return [{tuple(map(int, link.split("-"))) for link in set(a.split()) & set(b.split())}
-                    for a, b in zip(f, r)]
+        return [set(links) for links in agreed_links([aligner_words(s) for s, _ in pairs],
+                                                     [aligner_words(t) for _, t in pairs])]
+    except NmtError as e:
+        sys.exit(f"error: {e}")
 
 
 def sure_spans(links: set[Link], n_src: int, n_tgt: int) -> list[tuple[int, int, int, int]]:
@@ -103,7 +98,7 @@ def main() -> None:
         if pair.raw[0] not in seen:
             seen.add(pair.raw[0])
             test.append(pair.raw)
-    links = agreed_links([p.raw for p in splits.train] + test)[-len(test):]
+    links = agreed_word_links([p.raw for p in splits.train] + test)[-len(test):]
     rng, cases = random.Random(1), []
     for (src, ref), linked in zip(test, links):
         spans = sure_spans(linked, len(src.split()), len(ref.split()))
@@ -139,6 +134,7 @@ def placement(run: Path, cases: list[tuple[str, str, tuple[int, int, int, int]]]
           f"exact reference words: --markup {right / scored:.1%} ({right:,}); by --align's direction (each output "
           f"word's source word) {output_side / scored:.1%} ({output_side:,}); by position alone "
           f"{positional / scored:.1%} ({positional:,})")
+
 
 if __name__ == "__main__":
     main()

@@ -26,7 +26,6 @@ import random
 import re
 import statistics
 import sys
-import tempfile
 import time
 from collections import Counter
 from pathlib import Path
@@ -36,6 +35,8 @@ sys.path.insert(0, str(REPO))
 
 import nmt  # noqa: E402
 from nmt.data.corpus import load_splits, resolve_corpus  # noqa: E402
+from nmt.data.links import agreed_links  # noqa: E402
+from nmt.errors import NmtError  # noqa: E402
 from nmt.evaluation.metrics import score  # noqa: E402
 from nmt.evaluation.report import numbers_copied, numbers_invented  # noqa: E402
 from nmt.hardware import cpu_flags, cpu_name  # noqa: E402
@@ -53,23 +54,16 @@ def words(text: str) -> list[str]:
 
 def dictionary(pairs: list[tuple[str, str]], min_links: int) -> dict[str, str]:
     """English word -> French word, from eflomal's links in both directions, kept where they agree."""
-    try:
-        import eflomal
-    except ImportError:
-        sys.exit("error: this experiment aligns the training split with eflomal: pip install eflomal")
     sources, targets = [" ".join(words(s)) for s, _ in pairs], [" ".join(words(t)) for _, t in pairs]
     kept = [i for i, (s, t) in enumerate(zip(sources, targets)) if s and t]
-    with tempfile.TemporaryDirectory() as tmp:
-        forward, reverse = Path(tmp) / "fwd", Path(tmp) / "rev"
-        eflomal.Aligner().align([sources[i] for i in kept], [targets[i] for i in kept],
-                                links_filename_fwd=str(forward), links_filename_rev=str(reverse))
-        links = Counter()
-        with forward.open() as f, reverse.open() as r:
-            for i, fwd, rev in zip(kept, f, r):
-                src, tgt = sources[i].split(), targets[i].split()
-                for link in set(fwd.split()) & set(rev.split()):
-                    a, b = map(int, link.split("-"))
-                    links[src[a], tgt[b]] += 1
+    links = Counter()
+    try:
+        for i, agreed in zip(kept, agreed_links([sources[i] for i in kept], [targets[i] for i in kept])):
+            src, tgt = sources[i].split(), targets[i].split()
+            for a, b in agreed:
+                links[src[a], tgt[b]] += 1
+    except NmtError as e:
+        sys.exit(f"error: {e}")
     frequent_en = {w for w, _ in Counter(w for s in sources for w in s.split()).most_common(FUNCTION_WORDS)}
     frequent_fr = {w for w, _ in Counter(w for t in targets for w in t.split()).most_common(FUNCTION_WORDS)}
     by_en, by_fr = Counter(), Counter()

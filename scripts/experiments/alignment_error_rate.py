@@ -72,10 +72,11 @@ def main() -> None:
         if spans is None or given.words != f_tokens:
             skipped += 1
             continue
-        # a word the model reads as several gold tokens ("complex,") links through its longest one
-        by_output = {(f, max(spans[s], key=lambda i: len(e_tokens[i]))) for s, f in attention.alignment(given)}
-        by_source = {(f, max(spans[s], key=lambda i: len(e_tokens[i])))
-                     for s, f in attention.alignment(given, each_source_word=True)}
+        def on_gold(links: list[tuple[int, int]]) -> set[tuple[int, int]]:
+            # a word the model reads as several gold tokens ("complex,") links through its longest one
+            return {(f, max(spans[s], key=lambda i: len(e_tokens[i]))) for s, f in links}
+
+        by_output, by_source = on_gold(attention.alignment(given)), on_gold(attention.alignment(given, True))
         diagonal = {(f, round(f * (len(e_tokens) - 1) / max(len(f_tokens) - 1, 1))) for f in range(len(f_tokens))}
         for name, links in zip(names, (by_output, by_source, by_output & by_source, diagonal)):
             c = counts[name]

@@ -12,7 +12,7 @@ import torch
 
 from nmt.errors import NmtError
 from nmt.inference.constraints import Progress, Rules
-from nmt.inference.search import Hypothesis, Sources, Specials, search
+from nmt.inference.search import Hypothesis, Sources, Specials, advanced, search
 from nmt.model import Seq2Seq
 
 
@@ -84,8 +84,7 @@ class Draw:
 
     def arrange(self, moves: list[tuple[int, int, float]], beams: list, rules: Rules
                 ) -> list[tuple[int, int, float, Progress]]:
-        return [(beam, token, log_prob, rules.advance(beams[beam].progress, token))  # one a sample: what was drawn
-                for beam, token, log_prob in moves]
+        return advanced(moves, beams, rules)  # one a sample: what was drawn
 
 
 def samples(model: Seq2Seq, sources: Sources, specials: Specials, n: int, sampling: Sampling,

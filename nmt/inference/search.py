@@ -118,8 +118,7 @@ class Beam:
 
     def arrange(self, moves: list[tuple[int, int, float]], beams: list[_Live], rules: Rules
                 ) -> list[tuple[int, int, float, Progress]]:
-        return [(beam, token, log_prob, rules.advance(beams[beam].progress, token))  # best first
-                for beam, token, log_prob in moves[:self.beam_size]]
+        return advanced(moves[:self.beam_size], beams, rules)  # best first
 
 
 class ConstrainedBeam(Beam):
@@ -160,16 +159,21 @@ class ConstrainedBeam(Beam):
                 ) -> list[tuple[int, int, float, Progress]]:
         if not rules.terms:
             return super().arrange(moves, beams, rules)
-        advanced = [(beam, token, log_prob, rules.advance(beams[beam].progress, token))
-                    for beam, token, log_prob in moves]
+        moved = advanced(moves, beams, rules)
         places, counts, banks = [], {}, {}  # (most moves leave their hypothesis's progress as it was: one bank each)
-        for *_, progress in advanced:
+        for *_, progress in moved:
             bank = banks.get(id(progress))
             if bank is None:
                 bank = banks[id(progress)] = rules.bank(progress)
             places.append((counts.get(bank, 0), -bank))
             counts[bank] = counts.get(bank, 0) + 1
-        return [move for _, move in sorted(zip(places, advanced), key=lambda pair: pair[0])]
+        return [move for _, move in sorted(zip(places, moved), key=lambda pair: pair[0])]
+
+
+def advanced(moves: list[tuple[int, int, float]], beams: list[_Live], rules: Rules
+             ) -> list[tuple[int, int, float, Progress]]:
+    """The moves, each with its hypothesis's progress after the token (what a policy's `arrange` returns)."""
+    return [(beam, token, log_prob, rules.advance(beams[beam].progress, token)) for beam, token, log_prob in moves]
 
 
 def beam_for(beam_size: int, rules: Sequence[Rules] | None) -> Beam:

@@ -138,6 +138,9 @@ class DataConfig:
     # subword: share of the pairs with names or numbers on both sides that have them replaced by random ones
     # each epoch, the same on both sides (nmt/data/copy_augment.py); 0: off
     copy_augment: float = 0.0
+    # share of the training pairs in which a word or two of the source are followed by their aligned target
+    # word (eflomal's links), so the model learns to place a glossary's terms (nmt/data/terms.py); 0: off
+    terms: float = 0.0
     # subword: sentences a side SentencePiece learns from, a seeded sample of the training split when it is
     # larger (SentencePiece's input_sentence_size)
     subword_sample: int = 2_000_000
@@ -171,7 +174,7 @@ class DataConfig:
                 raise ConfigError(f"data.{key} must be a language code such as en, fr or pt-BR "
                                   f"(got {getattr(self, key)!r})")
         _within("data", "[0, 1)", subword_sampling=self.subword_sampling)
-        _within("data", "[0, 1]", copy_augment=self.copy_augment)
+        _within("data", "[0, 1]", copy_augment=self.copy_augment, terms=self.terms)
         if self.copy_augment and self.tokenizer != "subword":
             raise ConfigError("data.copy_augment needs data.tokenizer: subword (a word vocabulary "
                               "has no pieces to spell a random name with)")

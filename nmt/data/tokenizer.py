@@ -35,6 +35,7 @@ _SPACE_BEFORE_ATTACHED = {True: re.compile(r"\s+([,.])"), False: re.compile(r"\s
 # Word-model output: which punctuation attaches to the word before, and "(" to the word after.
 _ATTACHED_TOKEN = {True: re.compile(r" ([,.)])"), False: re.compile(r" ([,.)!?;:])")}
 _OPENING = re.compile(r"([(]) ")
+WORD_START = "\u2581"  # SentencePiece's "▁", which begins a piece that begins a word
 
 
 def spaces_punctuation(lang: str) -> bool:

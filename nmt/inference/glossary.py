@@ -74,14 +74,17 @@ class Glossary:
     def terms(self, text: str) -> list[str]:
         """The target terms of the entries whose source term occurs in `text`, in their order there
         (each once)."""
+        return [target for _, target in self.matches(text)]
+
+    def matches(self, text: str) -> list[tuple[str, str]]:
+        """(the source term as `text` writes it, its target term) for each target term of `terms`,
+        at its first match."""
         if not self.entries:
             return []
-        found = []
+        found: dict[str, str] = {}
         for match in self._pattern.finditer(text):
-            term = self._targets[" ".join(match.group(1).split()).casefold()]
-            if term not in found:
-                found.append(term)
-        return found
+            found.setdefault(self._targets[" ".join(match.group(1).split()).casefold()], match.group(1))
+        return [(source, target) for target, source in found.items()]
 
     @cached_property
     def _pattern(self) -> re.Pattern[str]:

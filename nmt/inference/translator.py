@@ -27,6 +27,7 @@ import torch
 from nmt.config import DecodeConfig
 from nmt.data.batches import pad
 from nmt.data.protected_numbers import Number, SpanRule
+from nmt.data.terms import TermSlots, annotated, glossary_annotations
 from nmt.data.tokenizer import Tokenizer, WordTokenizer, legacy_form
 from nmt.data.vocab import EOS, Vocab
 from nmt.errors import NmtError
@@ -170,21 +171,23 @@ def one_per_text(given: object, count: int, what: str = "prefixes", texts: str =
 
 
 def glossary_terms(tokenizer: Tokenizer, vocab: Vocab, glossaries: Sequence[Glossary | None], texts: Sequence[str],
-                   first_line: int = 1) -> list[list[list[int]]]:
-    """Each text's glossary terms as target ids, tokenized as the target is. A term with a piece the
-    model cannot write is one warning, naming the line, and is not asked for."""
+                   first_line: int = 1) -> list[list[tuple[str, list[int]]]]:
+    """Each text's glossary terms: the source term as the text writes it, and the target term as
+    ids, tokenized as the target is. A term with a piece the model cannot write is one warning,
+    naming the line, and is not asked for."""
     out = []
     for line, (text, terms_of) in enumerate(zip(texts, glossaries), first_line):
-        found = terms_of.terms(text) if terms_of is not None else []
+        found = terms_of.matches(text) if terms_of is not None else []
         kept = []
-        for term, tokens in zip(found, tokenizer.target_tokens(found) if found else []):
+        targets = [term for _, term in found]
+        for (source, term), tokens in zip(found, tokenizer.target_tokens(targets) if found else []):
             ids = vocab.encode(tokens)
             if not ids or vocab.unk_id in ids or any(BYTE_PIECE.fullmatch(t) for t in tokens):
                 # (byte pieces: characters the model never learned to write, forced byte by byte)
                 logger.warning("line %d: glossary term '%s' holds a character the target vocabulary cannot write "
                                "as a piece; it is not enforced", line, term)
             else:
-                kept.append(ids)
+                kept.append((source, ids))
         out.append(kept)
     return out
 
@@ -269,8 +272,9 @@ def by_length(sources: Sequence[Sequence], size: int) -> list[list[int]]:
 
 class Translator:
     def __init__(self, model: Seq2Seq | OnnxSeq2Seq | Ensemble, src_vocab: Vocab, tgt_vocab: Vocab, cfg: DecodeConfig,
-                 device: torch.device, tokenizer: Tokenizer | None = None):
+                 device: torch.device, tokenizer: Tokenizer | None = None, terms: TermSlots | None = None):
         self.model, self.src_vocab, self.tgt_vocab = model, src_vocab, tgt_vocab
+        self.terms = terms  # a model trained with data.terms reads a glossary's terms in its source too
         self.cfg, self.device = cfg, device
         self.tokenizer = tokenizer or WordTokenizer()
         self.specials = Specials(tgt_vocab.bos_id, tgt_vocab.eos_id,
@@ -293,7 +297,8 @@ class Translator:
         models = [member.model.to(device).eval() if engine == "torch" else load_engine(member.path, engine)
                   for member in loaded.members or [loaded]]
         model = Ensemble(models, loaded.weights, cfg.ensemble) if loaded.members else models[0]
-        return cls(model, loaded.src_vocab, loaded.tgt_vocab, cfg, device, loaded.tokenizer)
+        terms = TermSlots.of(loaded.src_vocab, loaded.tgt_vocab) if loaded.cfg.data.terms > 0 else None
+        return cls(model, loaded.src_vocab, loaded.tgt_vocab, cfg, device, loaded.tokenizer, terms)
 
     def translate(self, texts: str | Sequence[str], beam: int | None = None, tokenized: bool = False,
                   first_line: int = 1, prefix: str | Sequence[str] | None = None,
@@ -348,8 +353,12 @@ class Translator:
         for i, tokens in enumerate(self.tokenizer.source_tokens(sources)):
             line = first_line + i
             ids = source_ids(tokens, self.src_vocab, self.cfg.max_input_len, line) if tokens else []
+            if self.terms is not None and ids and terms[i]:  # each term after its source words, as in training
+                where = glossary_annotations(tokens[:len(ids) - 1], terms[i], self.tokenizer.kind == "subword")
+                ids = annotated(ids, where, self.terms)[0]
             prefix_ids = self.tgt_vocab.encode(next(prefix_tokens)) if prefixes[i] is not None else ()
-            rules = sentence_rules(spans, i, prefix_ids, terms[i], self.pieces, closes(texts[i]))
+            rules = sentence_rules(spans, i, prefix_ids, [term for _, term in terms[i]], self.pieces,
+                                   closes(texts[i]))
             out.append(Sentence(line, ids, numbers[i], rules, output_cap(len(ids), rules, self.cfg, line)))
         return out
 

@@ -15,7 +15,7 @@ from collections.abc import Callable, Sequence
 
 import torch
 
-WORD_START = "\u2581"  # SentencePiece's "▁"
+from nmt.data.tokenizer import WORD_START
 
 
 def word_groups(pieces: Sequence[str], subword: bool) -> list[list[int]]:

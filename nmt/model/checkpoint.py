@@ -162,7 +162,7 @@ def load_model(checkpoint: str | Path | None, device: torch.device = torch.devic
     except (ConfigError, ValueError) as e:
         raise CheckpointError(f"{path}: its config or vocabulary is invalid ({e})") from None
     tokenizer = load_tokenizer(cfg.data, path.parent, src_vocab, tgt_vocab)
-    model = build_model(cfg.model, src_vocab, tgt_vocab)
+    model = build_model(cfg.model, src_vocab, tgt_vocab, terms=cfg.data.terms > 0)
     try:
         model.load_state_dict(state["model"])
         if state.get("ema"):  # trained with train.ema_decay: translate with the averaged weights
@@ -197,7 +197,8 @@ def vocabulary_difference(a: LoadedModel, b: LoadedModel) -> str:
     for what, x, y in (("translation direction", (a.tokenizer.source_lang, a.tokenizer.target_lang),
                         (b.tokenizer.source_lang, b.tokenizer.target_lang)),
                        ("tokenizer", a.tokenizer.kind, b.tokenizer.kind),
-                       ("data.protect", a.cfg.data.protect, b.cfg.data.protect)):
+                       ("data.protect", a.cfg.data.protect, b.cfg.data.protect),
+                       ("training with terms (data.terms > 0)", a.cfg.data.terms > 0, b.cfg.data.terms > 0)):
         if x != y:
             return f"their {what} differs ({x} vs {y})"
     for side, x, y in (("source", a.src_vocab, b.src_vocab), ("target", a.tgt_vocab, b.tgt_vocab)):

@@ -25,6 +25,7 @@ from nmt.data.indexed import IndexedArray
 from nmt.data.links import training_links
 from nmt.data.prepare import ensure_prepared
 from nmt.data.prepared_corpus import TRAINING_WORDS, PreparedCorpus
+from nmt.data.terms import TermAnnotator
 from nmt.data.tokenizer import SubwordTokenizer, Tokenizer, load_tokenizer
 from nmt.data.vocab import Vocab
 from nmt.errors import NmtError
@@ -46,6 +47,8 @@ class TrainingData:
     cfg: DataConfig
     corpus: dict | None = None  # the corpus's fingerprint (nmt.data.manifest.fingerprint), kept in checkpoints
     folder: Path | None = None  # the prepared corpus
+    terms: TermAnnotator | None = None  # data.terms: annotates a share of each batch's sources with terms
+    guided: bool = False  # train.guided_alignment: batches carry the aligner's links as gold attention
 
     def batch(self, rows: np.ndarray, draw: str) -> Batch:
         """The examples at `rows` of the training set as a batch. With data.copy_augment and
@@ -56,7 +59,22 @@ class TrainingData:
         examples = self.train.examples(rows)
         if self.texts is not None:  # kept only where a subword model re-segments (see load_data)
             examples = self._resegmented(examples, np.asarray(rows).tolist(), draw)
+        if self.terms is not None:
+            examples = self._with_terms(examples, random.Random(f"terms {draw}"))
+        if not self.guided:  # (the links were read for the terms alone)
+            examples = [dataclasses.replace(ex, links=None) if ex.links is not None else ex for ex in examples]
         return collate(examples, self.tgt_vocab.pad_id, self.tgt_vocab.bos_id)
+
+    def _with_terms(self, examples: list[Example], rng: random.Random) -> list[Example]:
+        """`examples` with a data.terms share of those that have links annotated (nmt.data.terms)."""
+        assert self.terms is not None
+        out = []
+        for ex in examples:
+            if ex.links is not None and rng.random() < self.cfg.terms and \
+                    (done := self.terms.annotate(ex.src, ex.tgt, ex.links, rng)) is not None:
+                ex = Example(done[0], ex.tgt, done[1])
+            out.append(ex)
+        return out
 
     def _resegmented(self, examples: list[Example], stored: list[int], draw: str) -> list[Example]:
         alpha, share = self.cfg.subword_sampling, self.cfg.copy_augment
@@ -101,7 +119,7 @@ def load_data(cfg: Config, data_path: str | None, out_dir: Path, resume: dict | 
     corpus_print = prepared.manifest["corpus"]  # checked against the corpus as the folder was accepted
     logger.info("corpus %s (%s -> %s): train %s | valid %s | test %s pairs", corpus, cfg.data.source_lang,
                 cfg.data.target_lang, f"{counts['train']:,}", f"{counts['valid']:,}", f"{counts['test']:,}")
-    links = training_links(folder) if cfg.train.guided_alignment > 0 else None
+    links = training_links(folder) if cfg.train.guided_alignment > 0 or cfg.data.terms > 0 else None
     train = TrainingSet.from_stores(prepared.ids("train", "src"), prepared.ids("train", "tgt"), cfg.data.max_len,
                                     src_vocab.eos_id, links)
     if not train.fitting():
@@ -123,10 +141,12 @@ def load_data(cfg: Config, data_path: str | None, out_dir: Path, resume: dict | 
     every = max(1, math.ceil(len(references.sources) / cfg.train.val_bleu_sentences))
     resegments = cfg.data.tokenizer == "subword" and bool(cfg.data.subword_sampling or cfg.data.copy_augment)
     texts = (prepared.texts("train", "src"), prepared.texts("train", "tgt")) if resegments else None
+    terms = TermAnnotator(src_vocab, tgt_vocab, cfg.data.tokenizer == "subword") if cfg.data.terms > 0 else None
     return TrainingData(tokenizer, src_vocab, tgt_vocab, train,
                         encode_pairs(valid_pairs, src_vocab, tgt_vocab, tokenizer=tokenizer),
                         references.subset([i % every == 0 for i in range(len(references.sources))]),
-                        texts, cfg.data, corpus_print, folder)
+                        texts, cfg.data, corpus_print, folder,
+                        terms, cfg.train.guided_alignment > 0)
 
 
 def write_run_files(data: TrainingData, cfg: Config, out_dir: Path) -> None:

@@ -45,7 +45,7 @@ def build_training_model(cfg: Config, data: TrainingData, device: torch.device, 
                          ) -> tuple[Seq2Seq, torch.nn.Module, torch.optim.Optimizer]:
     """The model, the module that trains (under torchrun DDP, which all-reduces gradients during
     backward; validation, decoding and checkpoints use the plain model), and Adam."""
-    model = build_model(cfg.model, data.src_vocab, data.tgt_vocab).to(device)
+    model = build_model(cfg.model, data.src_vocab, data.tgt_vocab, terms=cfg.data.terms > 0).to(device)
     trained: torch.nn.Module = model
     if world.distributed:
         trained = torch.nn.parallel.DistributedDataParallel(

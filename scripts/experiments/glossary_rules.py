@@ -12,9 +12,15 @@ word replaced by the term (paired bootstrap against no glossary), and beam 5's s
 
     python scripts/experiments/glossary_rules.py runs/recipe/multi30k-en-de/parallel-s1 \\
         --src data/multi30k/raw/test_2017_flickr.en --ref data/multi30k/raw/test_2017_flickr.de
+    python scripts/experiments/glossary_rules.py runs/recipe/fra-eng/base-s1 runs/recipe/fra-eng/terms-s1 \\
+        --data data/fra-eng.zip
 
---terms FILE: lines of `source word<TAB>usual target word<TAB>term` (the default: ten English ->
-German caption words, each term of the usual word's gender, so the reference stays grammatical).
+--data CORPUS takes the sources and references of the corpus's test split (as the first run's config
+splits it) instead of --src/--ref. With several runs (e.g. one trained with data.terms), each is
+scored without and with the glossary on the same sentences, paired against the first run's
+output without one. --terms FILE: lines of `source word<TAB>usual target word<TAB>term` (the
+defaults: ten English words for German or French targets, each term a correct but uncommon word of
+the usual word's gender, not starting with a vowel, so the reference stays grammatical).
 """
 
 from __future__ import annotations
@@ -30,24 +36,30 @@ REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 
 import nmt  # noqa: E402
+from nmt.data.corpus import load_splits, resolve_corpus  # noqa: E402
 from nmt.evaluation.metrics import score  # noqa: E402
 from nmt.hardware import cpu_name, noted_flags  # noqa: E402
 from nmt.inference.constraints import Pieces  # noqa: E402
 from nmt.inference.glossary import holds  # noqa: E402
+from nmt.model.checkpoint import load_model  # noqa: E402
 from scripts.benchmarks.race import paired  # noqa: E402
 
 EN_DE = [("dog", "Hund", "Köter"), ("man", "Mann", "Kerl"), ("shirt", "Hemd", "Oberteil"),
          ("street", "Straße", "Gasse"), ("woman", "Frau", "Dame"), ("girl", "Mädchen", "Mädel"),
          ("car", "Auto", "Fahrzeug"), ("water", "Wasser", "Gewässer"), ("boy", "Junge", "Bube"),
          ("hat", "Hut", "Deckel")]
+EN_FR = [("car", "voiture", "bagnole"), ("house", "maison", "demeure"), ("boat", "bateau", "navire"),
+         ("book", "livre", "bouquin"), ("job", "travail", "boulot"), ("dog", "chien", "clebs"),
+         ("room", "chambre", "piaule"), ("doctor", "médecin", "toubib"), ("cat", "chat", "matou"),
+         ("food", "nourriture", "bouffe")]
+DEFAULT_TERMS = {"de": EN_DE, "fr": EN_FR}
 SENTENCE_END = re.compile(r"[.!?](?=\s|$)")
 
 
-def test_set(src: Path, ref: Path, terms, count: int) -> list[tuple[str, str, str, str]]:
+def test_set(pairs: list[tuple[str, str]], terms, count: int) -> list[tuple[str, str, str, str]]:
     """(source, term-holding reference, source word, term) of the first `count` usable pairs."""
     out = []
-    for source, reference in zip(src.read_text(encoding="utf-8").splitlines(),
-                                 ref.read_text(encoding="utf-8").splitlines()):
+    for source, reference in pairs:
         found = [(word, usual, term) for word, usual, term in terms if holds(source, word, ignore_case=True)]
         if len(found) == 1 and holds(reference, found[0][1]):
             word, usual, term = found[0]
@@ -72,30 +84,44 @@ def timed(translate) -> tuple[float, list[str]]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("run")
-    parser.add_argument("--src", type=Path, required=True)
-    parser.add_argument("--ref", type=Path, required=True)
+    parser.add_argument("runs", nargs="+")
+    parser.add_argument("--src", type=Path)
+    parser.add_argument("--ref", type=Path)
+    parser.add_argument("--data", help="a corpus: its test split instead of --src/--ref")
     parser.add_argument("--terms", type=Path, help="source word<TAB>usual target word<TAB>term lines")
     parser.add_argument("--sentences", type=int, default=200)
     args = parser.parse_args()
-    terms = EN_DE if args.terms is None else [tuple(line.split("\t")) for line in
-                                              args.terms.read_text(encoding="utf-8").splitlines() if line.strip()]
-    rows = test_set(args.src, args.ref, terms, args.sentences)
-    model = nmt.load(args.run)
+    first = nmt.load(args.runs[0])
+    lang = first.tokenizer.target_lang
+    terms = DEFAULT_TERMS[lang] if args.terms is None else [
+        tuple(line.split("\t")) for line in args.terms.read_text(encoding="utf-8").splitlines() if line.strip()]
+    if args.data:
+        cfg = load_model(args.runs[0], "cpu").cfg
+        pairs = [pair.raw for pair in load_splits(resolve_corpus(args.data, cfg.data), cfg=cfg.data).test]
+        where = f"the test split of {args.data}"
+    else:
+        pairs = list(zip(args.src.read_text(encoding="utf-8").splitlines(),
+                         args.ref.read_text(encoding="utf-8").splitlines()))
+        where = args.src.name
+    rows = test_set(pairs, terms, args.sentences)
     sources, refs = [r[0] for r in rows], [[r[1]] for r in rows]
     glossaries = [{word: term} for _, _, word, term in rows]
-    rules = model.pieces
     arms = {}
-    arms["no glossary"] = timed(lambda: model.translate(sources, beam=5))
-    model.pieces = Pieces()  # the term's two rules off: nothing glued, no closers
-    arms["glossary, without the rules"] = timed(lambda: model.translate(sources, beam=5, glossary=glossaries))
-    model.pieces = rules
-    arms["glossary"] = timed(lambda: model.translate(sources, beam=5, glossary=glossaries))
-    plain = arms["no glossary"][1]
-    lang = model.tokenizer.target_lang
+    for number, run in enumerate(args.runs):
+        model = first if number == 0 else nmt.load(run)
+        name = "" if len(args.runs) == 1 else f"{Path(run).name}: "
+        rules = model.pieces
+        arms[f"{name}no glossary"] = timed(lambda: model.translate(sources, beam=5))
+        if number == 0:
+            model.pieces = Pieces()  # the term's two rules off: nothing glued, no closers
+            arms[f"{name}glossary, without the rules"] = timed(
+                lambda: model.translate(sources, beam=5, glossary=glossaries))
+            model.pieces = rules
+        arms[f"{name}glossary"] = timed(lambda: model.translate(sources, beam=5, glossary=glossaries))
+    plain = next(iter(arms.values()))[1]
     p = paired({name: out for name, (_, out) in arms.items()}, refs, lang)
     print(f"CPU: {cpu_name()} ({', '.join(noted_flags())}) | "
-          f"{args.run} | {len(rows)} sentences of {args.src.name}, one term each")
+          f"{' '.join(args.runs)} | {len(rows)} sentences of {where}, one term each")
     print("| search | term used (whole word) | broken: any / sentence added / term inside a word / over 1.3x "
           "| BLEU (p) | chrF (p) | beam 5 sent/s |\n|---|---|---|---|---|---|---|")
     for name, (seconds, out) in arms.items():

@@ -1,0 +1,154 @@
+"""Training with terms (data.terms): the model learns to read a term given in its source and to
+place it (Dinu et al., 2019, "train by appending"; OpenNMT-py's `terminology` transform).
+
+In a share of the training pairs, a word or two of the source are followed by the target word the
+aligner linked them to (`nmt.data.links`), between two marks:
+
+    ▁the ▁film <term> ▁long - métrage </term> ▁was ▁good      ->  ▁le ▁long - métrage ▁était ...
+
+The target word is given as target pieces: source ids from `len(src_vocab) + 2` on are target ids
+(the two before them are the marks), which the encoder reads through the decoder's own embedding
+(`Encoder.read_target_pieces`). So a term is the same vector in the source as the piece the
+decoder must write, whether the model has ever written it or not, and copying it is what the
+pairs teach: the annotated word is always in the target. At translation time a glossary's terms
+are annotated the same way (`annotated`), and search still guarantees them.
+
+Word links come from the piece links: a source word and a target word are a candidate when each
+links to the other alone; words are pieces grouped at SentencePiece's "▁", punctuation, byte
+pieces and placeholders being words of their own that are never annotated.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from nmt.data.tokenizer import WORD_START
+from nmt.data.vocab import Vocab
+
+MOST_TERMS = 2  # terms in one annotated pair: one or two, as a glossary usually matches
+MIN_LETTERS = 3  # the shortest word annotated: the two-letter words are mostly function words
+
+
+def word_of_each(pieces: Sequence[str], subword: bool = True) -> tuple[np.ndarray, np.ndarray]:
+    """Per piece, the index of its word; and per word, whether it may be annotated (it is no special
+    and spells MIN_LETTERS letters or more: "le", "de", "je", "to" are not terms). A piece starts a
+    word at "▁", when it or the piece before spells no letter or digit (punctuation stands alone),
+    or when it is a special (<eos>, <0x41>, ⦅N1⦆); a word tokenizer's tokens are words of their own."""
+    word = np.zeros(len(pieces), dtype=np.int64)
+    wordlike: list[bool] = []
+    letters: list[int] = []
+    previous_spells = False
+    for i, piece in enumerate(pieces):
+        special = piece.startswith(("<", "⦅")) and len(piece) > 2
+        spells = not special and any(c.isalnum() for c in piece)
+        if not (subword and wordlike) or special or piece.startswith(WORD_START) or not (spells and previous_spells):
+            wordlike.append(not special and spells)
+            letters.append(0)
+        letters[-1] += 0 if special else sum(c.isalpha() for c in piece)
+        word[i] = len(wordlike) - 1
+        previous_spells = spells
+    return word, np.array(wordlike, dtype=bool) & (np.array(letters) >= MIN_LETTERS)
+
+
+@dataclass(frozen=True)
+class TermSlots:
+    """Where annotations live among the source ids: two marks after the source vocabulary, then
+    the target vocabulary."""
+    start: int  # <term>: len(src_vocab)
+    targets: int  # len(tgt_vocab)
+
+    @classmethod
+    def of(cls, src_vocab: Vocab, tgt_vocab: Vocab) -> TermSlots:
+        return cls(len(src_vocab), len(tgt_vocab))
+
+    @property
+    def end(self) -> int:  # </term>
+        return self.start + 1
+
+    @property
+    def offset(self) -> int:  # target id t is source id offset + t
+        return self.start + 2
+
+    def annotation(self, target_ids: Sequence[int]) -> list[int]:
+        return [self.start, *(self.offset + t for t in target_ids), self.end]
+
+
+def annotated(src: Sequence[int], after: Sequence[tuple[int, Sequence[int]]], slots: TermSlots
+              ) -> tuple[list[int], np.ndarray]:
+    """`src` with each (position, target ids) of `after` annotated right after that position; and
+    each old position's new one (the links of guided alignment move with them)."""
+    out, moved, insert = [], np.empty(len(src), dtype=np.int64), dict(after)
+    for i, token in enumerate(src):
+        moved[i] = len(out)
+        out.append(token)
+        if i in insert:
+            out.extend(slots.annotation(insert[i]))
+    return out, moved
+
+
+class TermAnnotator:
+    """Annotates training pairs with terms from their links, for data.terms."""
+
+    def __init__(self, src_vocab: Vocab, tgt_vocab: Vocab, subword: bool = True):
+        self.slots = TermSlots.of(src_vocab, tgt_vocab)
+        self.src_pieces, self.tgt_pieces, self.subword = src_vocab.itos, tgt_vocab.itos, subword
+
+    def candidates(self, src: Sequence[int], tgt: Sequence[int], links: np.ndarray
+                   ) -> list[tuple[int, list[int]]]:
+        """(last position of a source word, the target ids of its word) for each pair of words
+        linked to each other alone, both spelling a word (<eos> links nothing)."""
+        src_words, src_ok = word_of_each([self.src_pieces[i] for i in src], self.subword)
+        tgt_words, tgt_ok = word_of_each([self.tgt_pieces[i] for i in tgt], self.subword)
+        links = links[(links[:, 0] < len(src) - 1) & (links[:, 1] < len(tgt) - 1)] if len(links) else links
+        from_src: dict[int, set[int]] = {}
+        from_tgt: dict[int, set[int]] = {}
+        for s, t in {(int(src_words[s]), int(tgt_words[t])) for s, t in links}:
+            from_src.setdefault(s, set()).add(t)
+            from_tgt.setdefault(t, set()).add(s)
+        out = []
+        for s, targets in sorted(from_src.items()):
+            t = min(targets)
+            if len(targets) == 1 and from_tgt[t] == {s} and src_ok[s] and tgt_ok[t]:
+                last = int(np.flatnonzero(src_words == s)[-1])
+                out.append((last, [tgt[j] for j in np.flatnonzero(tgt_words == t)]))
+        return out
+
+    def annotate(self, src: Sequence[int], tgt: Sequence[int], links: np.ndarray, rng: random.Random
+                 ) -> tuple[list[int], np.ndarray] | None:
+        """`src` with one or two of its candidate words annotated, and the links' source positions
+        moved with it; None where it has no candidate."""
+        found = self.candidates(src, tgt, links)
+        if not found:
+            return None
+        chosen = sorted(rng.sample(found, min(len(found), rng.randint(1, MOST_TERMS))))
+        ids, moved = annotated(src, chosen, self.slots)
+        return ids, np.stack((moved[links[:, 0]], links[:, 1]), axis=1) if len(links) else links
+
+
+def glossary_annotations(pieces: Sequence[str], terms: Sequence[tuple[str, Sequence[int]]], subword: bool = True
+                         ) -> list[tuple[int, list[int]]]:
+    """Where a glossary's terms go in a source of `pieces`: for each (source term as the text
+    matched it, its target ids), the last position of the first words not yet annotated that spell
+    the term (case and spaces aside), with the ids; a term its words do not spell is left out."""
+    word, _ = word_of_each(pieces, subword)
+    spelled = [""] * (int(word[-1]) + 1 if len(pieces) else 0)
+    for piece, w in zip(pieces, word.tolist()):
+        spelled[w] += piece.replace(WORD_START, "").casefold()
+    ends = [int(np.flatnonzero(word == w)[-1]) for w in range(len(spelled))]
+    out, used = [], set()
+    for source, ids in terms:
+        wanted = "".join(source.split()).casefold()
+        for first in range(len(spelled)):
+            joined, last = "", first
+            while last < len(spelled) and len(joined) < len(wanted):
+                joined += spelled[last]
+                last += 1
+            if joined == wanted and ends[last - 1] not in used:
+                used.add(ends[last - 1])
+                out.append((ends[last - 1], list(ids)))
+                break
+    return sorted(out)

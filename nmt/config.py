@@ -138,7 +138,7 @@ class DataConfig:
     # subword: share of the pairs with names or numbers on both sides that have them replaced by random ones
     # each epoch, the same on both sides (nmt/data/copy_augment.py); 0: off
     copy_augment: float = 0.0
-    # share of the training pairs in which a word or two of the source are followed by their aligned target
+    # share of the training batches in whose pairs a word or two of the source are followed by their aligned target
     # word (eflomal's links), so the model learns to place a glossary's terms (nmt/data/terms.py); 0: off
     terms: float = 0.0
     # subword: sentences a side SentencePiece learns from, a seeded sample of the training split when it is

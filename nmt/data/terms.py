@@ -1,10 +1,10 @@
 """Training with terms (data.terms): the model learns to read a term given in its source and to
 place it (Dinu et al., 2019, "train by appending"; OpenNMT-py's `terminology` transform).
 
-In a share of the training pairs, a word or two of the source are followed by the target word the
-aligner linked them to (`nmt.data.links`), between two marks:
+In a share of the training batches, a word or two of each source are followed by the target word
+the aligner linked them to (`nmt.data.links`), between two marks:
 
-    ▁the ▁film <term> ▁long - métrage </term> ▁was ▁good      ->  ▁le ▁long - métrage ▁était ...
+    ▁the ▁cat <term> ▁mat ou </term> ▁sleeps      ->      ▁le ▁mat ou ▁dort
 
 The target word is given as target pieces: source ids from `len(src_vocab) + 2` on are target ids
 (the two before them are the marks), which the encoder reads through the decoder's own embedding

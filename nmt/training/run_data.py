@@ -66,12 +66,15 @@ class TrainingData:
         return collate(examples, self.tgt_vocab.pad_id, self.tgt_vocab.bos_id)
 
     def _with_terms(self, examples: list[Example], rng: random.Random) -> list[Example]:
-        """`examples` with a data.terms share of those that have links annotated (nmt.data.terms)."""
+        """A data.terms share of the batches, with every example that has links annotated
+        (nmt.data.terms). Whole batches, not a share of each: a batch's sources are of one length,
+        and one annotated source would lengthen every row of it by its padding."""
         assert self.terms is not None
+        if rng.random() >= self.cfg.terms:
+            return examples
         out = []
         for ex in examples:
-            if ex.links is not None and rng.random() < self.cfg.terms and \
-                    (done := self.terms.annotate(ex.src, ex.tgt, ex.links, rng)) is not None:
+            if ex.links is not None and (done := self.terms.annotate(ex.src, ex.tgt, ex.links, rng)) is not None:
                 ex = Example(done[0], ex.tgt, done[1])
             out.append(ex)
         return out

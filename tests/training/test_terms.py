@@ -1,6 +1,7 @@
 """Training with terms (data.terms): sources annotated with the target word of an aligned source word,
 read by the encoder through the decoder's embedding; a glossary annotates alike at translation."""
 
+import dataclasses
 import random
 
 import numpy as np
@@ -162,6 +163,9 @@ def test_training_batches_carry_terms_from_the_stored_links(toy_zip, tmp_path):
     assert annotated_rows > 32  # (a pair with no word pair linked alone stays as it was)
     same = data.batch(np.arange(64), "1 0 0")
     assert torch.equal(same.src, batch.src)  # drawn from the batch's key: a resumed run sees the same
+    data.cfg = dataclasses.replace(data.cfg, terms=0.5)  # a share of the batches, each annotated whole
+    annotated_batches = [slots.start in data.batch(np.arange(64), f"1 0 {i}").src for i in range(20)]
+    assert 3 <= sum(annotated_batches) <= 17
 
 
 def test_a_run_trained_with_terms_translates_with_and_without_a_glossary(tmp_path):

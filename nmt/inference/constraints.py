@@ -32,6 +32,9 @@ import torch
 from nmt.data.protected_numbers import SpanRule
 
 
+MISSING = object()  # a step not worked out yet (None is a step: nothing forced or refused)
+
+
 @dataclass(frozen=True)
 class Progress:
     """What a hypothesis has written of its sentence's rules (a new one has written nothing)."""
@@ -81,6 +84,12 @@ class Rules:
             if not progress.begun and not progress.after_term and used is progress.used and closed == progress.closed:
                 return progress
             return Progress(progress.met, frozenset(), used, False, closed)
+        key = (progress, token)  # a term's token: the walk below, once for each progress it meets
+        if (known := self._advanced.get(key)) is None:
+            known = self._advanced[key] = self._term_advance(progress, token)
+        return known
+
+    def _term_advance(self, progress: Progress, token: int) -> Progress:
         met, begun, before = set(progress.met), set(), progress.met
         under_way = progress.begun | {(term, 0) for term in range(len(self.terms)) if term not in progress.met}
         for term, done in under_way:
@@ -120,6 +129,16 @@ class Rules:
             return Step(frozenset({self.prefix[written]}), frozenset(), frozenset())
         if room <= 0:
             return Step(frozenset({eos_id}), frozenset(), frozenset())
+        if len(progress.met) == len(self.terms) and not progress.used and not progress.after_term:
+            return self._unconstrained  # owes nothing, has used nothing: the common case, at no cost
+        # The step depends on the room only when it is tight: one Step for each progress otherwise
+        # (a beam's hypotheses share a few progresses, and a step after a term unites ~2,000 tokens).
+        key = (progress, eos_id, room if room - 1 < self.needed(progress, credit=False) else None)
+        if (known := self._steps.get(key, MISSING)) is MISSING:
+            known = self._steps[key] = self._step(progress, room, eos_id)
+        return known  # type: ignore[return-value]
+
+    def _step(self, progress: Progress, room: int, eos_id: int) -> Step | None:
         owed = self.owed(progress) if len(progress.met) < len(self.terms) else frozenset()
         if not owed and not progress.used and not progress.after_term:
             return self._unconstrained
@@ -134,6 +153,14 @@ class Rules:
         if progress.closed >= self.closes and any(t not in progress.met for t in range(self.words)):
             closing = self.pieces.closers - owed
         return Step(forced, refused | closing | {eos_id}, owed, closing)
+
+    @cached_property
+    def _steps(self) -> dict[tuple, Step | None]:
+        return {}
+
+    @cached_property
+    def _advanced(self) -> dict[tuple[Progress, int], Progress]:
+        return {}
 
     @cached_property
     def _term_tokens(self) -> frozenset[int]:

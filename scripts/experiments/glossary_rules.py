@@ -16,16 +16,19 @@ word replaced by the term (paired bootstrap against no glossary), and beam 5's s
         --data data/fra-eng.zip
 
 --data CORPUS takes the sources and references of the corpus's test split (as the first run's config
-splits it) instead of --src/--ref. With several runs (e.g. one trained with data.terms), each is
-scored without and with the glossary on the same sentences, paired against the first run's
-output without one. --terms FILE: lines of `source word<TAB>usual target word<TAB>term` (the
-defaults: ten English words for German or French targets, each term a correct but uncommon word of
-the usual word's gender, not starting with a vowel, so the reference stays grammatical).
+splits it) instead of --src/--ref. With several runs, each is scored without and with the
+glossary on the same sentences, paired against the first run's output without one (broken:
+against the same run's); a run trained with data.terms also with its terms read in the source
+but not enforced by the search. --terms FILE: lines of `source word<TAB>usual target word<TAB>term`
+(the defaults: ten English words for German targets, fifteen for French, each term a correct but
+uncommon word of the usual word's gender, not starting with a vowel, so the reference stays
+grammatical).
 """
 
 from __future__ import annotations
 
 import argparse
+from contextlib import contextmanager
 import re
 import statistics
 import sys
@@ -39,6 +42,7 @@ import nmt  # noqa: E402
 from nmt.data.corpus import load_splits, resolve_corpus  # noqa: E402
 from nmt.evaluation.metrics import score  # noqa: E402
 from nmt.hardware import cpu_name, noted_flags  # noqa: E402
+from nmt.inference import translator  # noqa: E402
 from nmt.inference.constraints import Pieces  # noqa: E402
 from nmt.inference.glossary import holds  # noqa: E402
 from nmt.model.checkpoint import load_model  # noqa: E402
@@ -51,7 +55,8 @@ EN_DE = [("dog", "Hund", "Köter"), ("man", "Mann", "Kerl"), ("shirt", "Hemd", "
 EN_FR = [("car", "voiture", "bagnole"), ("house", "maison", "demeure"), ("boat", "bateau", "navire"),
          ("book", "livre", "bouquin"), ("job", "travail", "boulot"), ("dog", "chien", "clebs"),
          ("room", "chambre", "piaule"), ("doctor", "médecin", "toubib"), ("cat", "chat", "matou"),
-         ("food", "nourriture", "bouffe")]
+         ("food", "nourriture", "bouffe"), ("boy", "garçon", "gamin"), ("girl", "fille", "gamine"),
+         ("bed", "lit", "pieu"), ("city", "ville", "cité"), ("horse", "cheval", "canasson")]
 DEFAULT_TERMS = {"de": EN_DE, "fr": EN_FR}
 SENTENCE_END = re.compile(r"[.!?](?=\s|$)")
 
@@ -73,6 +78,17 @@ def broken(output: str, plain: str, term: str) -> dict[str, bool]:
             "over 1.3x the words": len(output.split()) > 1.3 * max(1, len(plain.split()))}
 
 
+@contextmanager
+def terms_not_enforced():
+    """Search without the glossary's terms as rules (the source still annotated with them)."""
+    original = translator.sentence_rules
+    translator.sentence_rules = lambda spans, i, prefix, terms, *rest: original(spans, i, prefix, (), *rest)
+    try:
+        yield
+    finally:
+        translator.sentence_rules = original
+
+
 def timed(translate) -> tuple[float, list[str]]:
     times, out = [], []
     for _ in range(3):
@@ -90,6 +106,7 @@ def main() -> None:
     parser.add_argument("--data", help="a corpus: its test split instead of --src/--ref")
     parser.add_argument("--terms", type=Path, help="source word<TAB>usual target word<TAB>term lines")
     parser.add_argument("--sentences", type=int, default=200)
+    parser.add_argument("--against", help="the arm the paired bootstrap compares with (default: the first)")
     args = parser.parse_args()
     first = nmt.load(args.runs[0])
     lang = first.tokenizer.target_lang
@@ -106,7 +123,7 @@ def main() -> None:
     rows = test_set(pairs, terms, args.sentences)
     sources, refs = [r[0] for r in rows], [[r[1]] for r in rows]
     glossaries = [{word: term} for _, _, word, term in rows]
-    arms = {}
+    arms, plain = {}, {}  # plain: each arm's run's output without a glossary, what "broken" compares with
     for number, run in enumerate(args.runs):
         model = first if number == 0 else nmt.load(run)
         name = "" if len(args.runs) == 1 else f"{Path(run).name}: "
@@ -117,16 +134,22 @@ def main() -> None:
             arms[f"{name}glossary, without the rules"] = timed(
                 lambda: model.translate(sources, beam=5, glossary=glossaries))
             model.pieces = rules
+        if model.terms is not None:  # trained with data.terms: the terms read in the source, nothing enforced
+            with terms_not_enforced():
+                arms[f"{name}glossary read, not enforced"] = timed(
+                    lambda: model.translate(sources, beam=5, glossary=glossaries))
         arms[f"{name}glossary"] = timed(lambda: model.translate(sources, beam=5, glossary=glossaries))
-    plain = next(iter(arms.values()))[1]
-    p = paired({name: out for name, (_, out) in arms.items()}, refs, lang)
+        plain.update({arm: arms[f"{name}no glossary"][1] for arm in arms if arm.startswith(name)})
+    order = sorted(arms, key=lambda arm: arm != args.against)  # (the reference first)
+    p = paired({name: arms[name][1] for name in order}, refs, lang)
     print(f"CPU: {cpu_name()} ({', '.join(noted_flags())}) | "
           f"{' '.join(args.runs)} | {len(rows)} sentences of {where}, one term each")
+    print(f"(p: paired bootstrap against {order[0]})")
     print("| search | term used (whole word) | broken: any / sentence added / term inside a word / over 1.3x "
           "| BLEU (p) | chrF (p) | beam 5 sent/s |\n|---|---|---|---|---|---|---|")
     for name, (seconds, out) in arms.items():
         used = sum(holds(o, r[3]) for o, r in zip(out, rows))
-        kinds = [broken(o, q, r[3]) for o, q, r in zip(out, plain, rows)]
+        kinds = [broken(o, q, r[3]) for o, q, r in zip(out, plain[name], rows)]
         parts = [sum(k[key] for k in kinds) for key in kinds[0]]
         s = score(out, refs, target_lang=lang)
         pb = p.get(name, {})

@@ -354,6 +354,9 @@ class Config:
         if self.model.share_embeddings and not (self.data.tokenizer == "subword" and self.data.joint_vocab):
             raise ConfigError("model.share_embeddings needs one vocabulary for both languages: "
                               "data.tokenizer: subword with data.joint_vocab: true")
+        if self.model.share_embeddings and self.data.terms:
+            raise ConfigError("data.terms reads a term's target pieces through the decoder's embedding, which "
+                              "model.share_embeddings makes the encoder's: set one of them off")
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)

@@ -1,4 +1,5 @@
-"""Word links of the training pairs, for guided alignment (`train.guided_alignment`).
+"""Word links of the training pairs, for guided alignment (`train.guided_alignment`) and training
+with terms (`data.terms`).
 
 eflomal (Östling and Tiedemann, 2016; the aligner Bergamot's students are guided by) aligns the
 prepared training ids once, piece to piece (the units the attention reads), in both directions;
@@ -82,8 +83,9 @@ def agreed_links(src_lines: Iterable[str], tgt_lines: Iterable[str]) -> Iterator
     try:
         import eflomal
     except ImportError:
-        raise NmtError("eflomal is not installed (guided alignment and the alignment experiments need it): "
-                       "pip install eflomal, or pip install -e '.[align]'; or train with train.guided_alignment: 0") from None
+        raise NmtError("eflomal is not installed (guided alignment, data.terms and the alignment experiments need "
+                       "it): pip install eflomal, or pip install -e '.[align]'; or train with "
+                       "train.guided_alignment: 0 and data.terms: 0") from None
     with tempfile.TemporaryDirectory() as tmp:
         forward, reverse = Path(tmp) / "fwd", Path(tmp) / "rev"
         # (an empty side: one token that links nowhere in the sentence's real tokens)

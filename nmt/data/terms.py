@@ -59,11 +59,10 @@ class TermSlots:
     """Where annotations live among the source ids: two marks after the source vocabulary, then
     the target vocabulary."""
     start: int  # <term>: len(src_vocab)
-    targets: int  # len(tgt_vocab)
 
     @classmethod
-    def of(cls, src_vocab: Vocab, tgt_vocab: Vocab) -> TermSlots:
-        return cls(len(src_vocab), len(tgt_vocab))
+    def of(cls, src_vocab: Vocab) -> TermSlots:
+        return cls(len(src_vocab))
 
     @property
     def end(self) -> int:  # </term>
@@ -94,7 +93,7 @@ class TermAnnotator:
     """Annotates training pairs with terms from their links, for data.terms."""
 
     def __init__(self, src_vocab: Vocab, tgt_vocab: Vocab, subword: bool = True):
-        self.slots = TermSlots.of(src_vocab, tgt_vocab)
+        self.slots = TermSlots.of(src_vocab)
         self.src_pieces, self.tgt_pieces, self.subword = src_vocab.itos, tgt_vocab.itos, subword
 
     def candidates(self, src: Sequence[int], tgt: Sequence[int], links: np.ndarray

@@ -297,7 +297,7 @@ class Translator:
         models = [member.model.to(device).eval() if engine == "torch" else load_engine(member.path, engine)
                   for member in loaded.members or [loaded]]
         model = Ensemble(models, loaded.weights, cfg.ensemble) if loaded.members else models[0]
-        terms = TermSlots.of(loaded.src_vocab, loaded.tgt_vocab) if loaded.cfg.data.terms > 0 else None
+        terms = TermSlots.of(loaded.src_vocab) if loaded.cfg.data.terms > 0 else None
         return cls(model, loaded.src_vocab, loaded.tgt_vocab, cfg, device, loaded.tokenizer, terms)
 
     def translate(self, texts: str | Sequence[str], beam: int | None = None, tokenized: bool = False,

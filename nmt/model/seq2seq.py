@@ -86,15 +86,17 @@ class Seq2Seq(nn.Module):
 
 def build_model(cfg: ModelConfig, src_vocab: Vocab, tgt_vocab: Vocab, terms: bool = False) -> Seq2Seq:
     """The model of `cfg`; with `terms` (data.terms), one that also reads target pieces in its source."""
-    slots = TermSlots.of(src_vocab, tgt_vocab) if terms else None
+    slots = TermSlots.of(src_vocab) if terms else None
     encoder = Encoder(vocab_size=slots.offset if slots else len(src_vocab), embed_size=cfg.embed_size,
-                      hidden_size=cfg.hidden_size, num_layers=cfg.num_layers, dropout=cfg.dropout, pad_id=src_vocab.pad_id,
-                      bidirectional=cfg.bidirectional, bridge=cfg.bridge, embed_dropout=cfg.embed_dropout)
+                      hidden_size=cfg.hidden_size, num_layers=cfg.num_layers, dropout=cfg.dropout,
+                      pad_id=src_vocab.pad_id, bidirectional=cfg.bidirectional, bridge=cfg.bridge,
+                      embed_dropout=cfg.embed_dropout)
     shared = dict(vocab_size=len(tgt_vocab), embed_size=cfg.embed_size, hidden_size=cfg.hidden_size,
                   num_layers=cfg.num_layers, dropout=cfg.dropout, attention=cfg.attention, pad_id=tgt_vocab.pad_id,
                   tie_embeddings=cfg.tie_embeddings,
                   embed_dropout=cfg.embed_dropout, output_dropout=cfg.output_dropout,
-                  copy=CopyGate(cfg.hidden_size, cfg.embed_size, src_vocab, tgt_vocab, slots) if cfg.copy_attention else None)
+                  copy=CopyGate(cfg.hidden_size, cfg.embed_size, src_vocab, tgt_vocab, slots)
+                  if cfg.copy_attention else None)
     if cfg.decoder == "parallel":
         decoder = ParallelDecoder(**shared)
     else:

@@ -31,7 +31,8 @@ def pair() -> tuple[list[int], list[int], np.ndarray]:
 
 
 def test_words_group_pieces_and_leave_out_specials_punctuation_and_short_words():
-    word, annotatable = word_of_each(["▁the", "▁long", "-", "mé", "trage", "▁l", "'", "homme", ".", "<eos>", "⦅N1⦆"])
+    pieces = ["▁the", "▁long", "-", "mé", "trage", "▁l", "'", "homme", ".", "<eos>", "⦅N1⦆"]
+    word, annotatable = word_of_each(pieces)
     assert word.tolist() == [0, 1, 2, 3, 3, 4, 5, 6, 7, 8, 9]  # punctuation stands alone, mé+trage is one word
     assert annotatable.tolist() == [True, True, False, True, False, False, True, False, False, False]
 
@@ -72,7 +73,7 @@ def test_a_glossary_term_goes_after_the_first_words_that_spell_it():
 def test_the_encoder_reads_target_pieces_through_the_decoders_embedding():
     cfg = config_from_dict({**TINY, "data": {**TINY["data"], "terms": 0.3}})
     model = build_model(cfg.model, SRC, TGT, terms=True)
-    slots = TermSlots.of(SRC, TGT)
+    slots = TermSlots.of(SRC)
     assert model.encoder.embedding.num_embeddings == slots.offset
     assert model.encoder.target_pieces.weight is model.decoder.embedding.weight  # one table, trained by both
     ids = torch.tensor([[SRC.stoi["▁film"], slots.start, slots.offset + TGT.stoi["trage"], slots.end]])
@@ -93,7 +94,7 @@ def term_task(seed: int) -> tuple[Vocab, Vocab, list[Example], list[tuple[list[i
     word, or, annotated, any noun given after N; held out: annotations of nouns never given after N."""
     sv = Vocab(list(SPECIALS) + ["the", "is", "here", "."] + NOUNS)
     tv = Vocab(list(SPECIALS) + ["le", "est", "ici", "."] + NOMS)
-    slots = TermSlots.of(sv, tv)
+    slots = TermSlots.of(sv)
     rng = random.Random(seed)
     held_out = {(i, (i + 3) % len(NOUNS)) for i in range(len(NOUNS))}
 
@@ -136,7 +137,7 @@ def test_a_glossary_annotates_the_source_only_for_a_model_trained_with_terms(tra
     sv = Vocab(list(SPECIALS) + ["the", "film", "was", "good", "."])
     tv = Vocab(list(SPECIALS) + ["le", "long-métrage", "film", "était", "bon", "."])
     model = build_model(cfg.model, sv, tv, terms=trained_with_terms).eval()
-    slots = TermSlots.of(sv, tv) if trained_with_terms else None
+    slots = TermSlots.of(sv) if trained_with_terms else None
     translator = Translator(model, sv, tv, cfg.decode, torch.device("cpu"), terms=slots)
     plain = sv.encode(["the", "film", "was", "good", "."]) + [sv.eos_id]
     sentence, = translator.sentences(["the film was good ."], glossary={"film": "long-métrage"})
@@ -150,7 +151,7 @@ def test_training_batches_carry_terms_from_the_stored_links(toy_zip, tmp_path):
     pytest.importorskip("eflomal")
     cfg = config_from_dict({**TINY, "data": {**TINY["data"], "terms": 1.0}})
     data = load_data(cfg, str(toy_zip), tmp_path, None, distributed.SINGLE)
-    slots = TermSlots.of(data.src_vocab, data.tgt_vocab)
+    slots = TermSlots.of(data.src_vocab)
     batch = data.batch(np.arange(64), "1 0 0")
     assert batch.alignment is None  # links read for the terms alone: no guided alignment
     annotated_rows = 0
@@ -189,3 +190,11 @@ def test_a_run_trained_with_terms_translates_with_and_without_a_glossary(tmp_pat
     with_term = model.translate("I have 12 cats.", glossary={"cats": "matous"})
     assert "matous" in with_term and "12" in with_term  # the search's guarantee, numbers beside it
     assert model.translate("I have 12 cats.")  # without a glossary: the plain source
+
+
+def test_terms_and_one_shared_embedding_are_refused_together():
+    from nmt.errors import ConfigError
+
+    with pytest.raises(ConfigError, match="data.terms"):
+        config_from_dict({**TINY, "data": {**TINY["data"], "tokenizer": "subword", "joint_vocab": True, "terms": 0.3},
+                          "model": {**TINY["model"], "share_embeddings": True}})

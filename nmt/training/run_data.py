@@ -47,7 +47,7 @@ class TrainingData:
     cfg: DataConfig
     corpus: dict | None = None  # the corpus's fingerprint (nmt.data.manifest.fingerprint), kept in checkpoints
     folder: Path | None = None  # the prepared corpus
-    terms: TermAnnotator | None = None  # data.terms: annotates a share of each batch's sources with terms
+    terms: TermAnnotator | None = None  # data.terms: annotates the sources of a share of the batches with terms
     guided: bool = False  # train.guided_alignment: batches carry the aligner's links as gold attention
 
     def batch(self, rows: np.ndarray, draw: str) -> Batch:

@@ -32,9 +32,6 @@ import torch
 from nmt.data.protected_numbers import SpanRule
 
 
-MISSING = object()  # a step not worked out yet (None is a step: nothing forced or refused)
-
-
 @dataclass(frozen=True)
 class Progress:
     """What a hypothesis has written of its sentence's rules (a new one has written nothing)."""
@@ -134,14 +131,12 @@ class Rules:
         # The step depends on the room only when it is tight: one Step for each progress otherwise
         # (a beam's hypotheses share a few progresses, and a step after a term unites ~2,000 tokens).
         key = (progress, eos_id, room if room - 1 < self.needed(progress, credit=False) else None)
-        if (known := self._steps.get(key, MISSING)) is MISSING:
+        if (known := self._steps.get(key)) is None:
             known = self._steps[key] = self._step(progress, room, eos_id)
-        return known  # type: ignore[return-value]
+        return known
 
-    def _step(self, progress: Progress, room: int, eos_id: int) -> Step | None:
+    def _step(self, progress: Progress, room: int, eos_id: int) -> Step:
         owed = self.owed(progress) if len(progress.met) < len(self.terms) else frozenset()
-        if not owed and not progress.used and not progress.after_term:
-            return self._unconstrained
         refused = self.refused | (self.once & progress.used)
         if progress.after_term:
             refused |= self.pieces.glued
@@ -155,7 +150,7 @@ class Rules:
         return Step(forced, refused | closing | {eos_id}, owed, closing)
 
     @cached_property
-    def _steps(self) -> dict[tuple, Step | None]:
+    def _steps(self) -> dict[tuple, Step]:
         return {}
 
     @cached_property

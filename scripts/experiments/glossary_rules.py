@@ -44,8 +44,10 @@ from nmt.evaluation.metrics import score  # noqa: E402
 from nmt.hardware import cpu_name, noted_flags  # noqa: E402
 from nmt.inference import translator  # noqa: E402
 from nmt.inference.constraints import Pieces  # noqa: E402
+from nmt.inference.engines import engine_device  # noqa: E402
+from nmt.inference.translator import Translator  # noqa: E402
 from nmt.inference.glossary import holds  # noqa: E402
-from nmt.model.checkpoint import load_model  # noqa: E402
+from nmt.model.checkpoint import load_models  # noqa: E402
 from scripts.benchmarks.race import paired  # noqa: E402
 
 EN_DE = [("dog", "Hund", "Köter"), ("man", "Mann", "Kerl"), ("shirt", "Hemd", "Oberteil"),
@@ -108,13 +110,15 @@ def main() -> None:
     parser.add_argument("--sentences", type=int, default=200)
     parser.add_argument("--against", help="the arm the paired bootstrap compares with (default: the first)")
     args = parser.parse_args()
-    first = nmt.load(args.runs[0])
+    device = engine_device("torch", "auto")  # (as nmt.load picks it)
+    loaded = load_models(args.runs[0], device)  # read once: its config splits --data, it translates
+    first = Translator.from_loaded(loaded, device)
     lang = first.tokenizer.target_lang
     terms = DEFAULT_TERMS[lang] if args.terms is None else [
         tuple(line.split("\t")) for line in args.terms.read_text(encoding="utf-8").splitlines() if line.strip()]
     if args.data:
-        cfg = load_model(args.runs[0], "cpu").cfg
-        pairs = [pair.raw for pair in load_splits(resolve_corpus(args.data, cfg.data), cfg=cfg.data).test]
+        data = loaded.cfg.data
+        pairs = [pair.raw for pair in load_splits(resolve_corpus(args.data, data), cfg=data).test]
         where = f"the test split of {args.data}"
     else:
         pairs = list(zip(args.src.read_text(encoding="utf-8").splitlines(),

@@ -135,9 +135,10 @@ def glossary_annotations(pieces: Sequence[str], terms: Sequence[tuple[str, Seque
     the term (case and spaces aside), with the ids; a term its words do not spell is left out."""
     word, _ = word_of_each(pieces, subword)
     spelled = [""] * (int(word[-1]) + 1 if len(pieces) else 0)
-    for piece, w in zip(pieces, word.tolist()):
+    ends = [0] * len(spelled)  # each word's last piece
+    for i, (piece, w) in enumerate(zip(pieces, word.tolist())):
         spelled[w] += piece.replace(WORD_START, "").casefold()
-    ends = [int(np.flatnonzero(word == w)[-1]) for w in range(len(spelled))]
+        ends[w] = i
     out, used = [], set()
     for source, ids in terms:
         wanted = "".join(source.split()).casefold()

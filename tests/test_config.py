@@ -74,7 +74,7 @@ def test_overrides(tmp_path):
         load_config(path, ["train.epochs=many"])
 
 
-@pytest.mark.parametrize("name", ["default", "tiny", "d2l", "large"])
+@pytest.mark.parametrize("name", ["default", "tiny", "d2l", "large", "gpu", "quickstart"])
 def test_shipped_configs_load(name):
     cfg = load_config(REPO / "configs" / f"{name}.yaml")
     assert cfg.model.attention == "additive"

@@ -6,6 +6,7 @@
 #   bash scripts/benchmarks/gpu_decoders.sh                 # writes $OUT_DIR (runs/gpu-decoders)
 #   MINUTES=2.5 EVAL_EVERY=600 bash scripts/benchmarks/gpu_decoders.sh
 #   DEVICE=cpu MINUTES=0.2 bash scripts/benchmarks/gpu_decoders.sh   # the script itself, without a GPU
+#   CONFIG=configs/default.yaml EXTRA="--set train.precision=fp32" DATA=data/fra-eng.zip bash ...  # subword pieces
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1
@@ -15,6 +16,9 @@ MINUTES=${MINUTES:-2.5}
 EVAL_EVERY=${EVAL_EVERY:-600}
 DEVICE=${DEVICE:-cuda}
 CONFIG=${CONFIG:-configs/gpu.yaml}
+EXTRA=${EXTRA:-}                 # more --set options, for both arms
+DATA=${DATA:+--data $DATA}
+EVAL_TIMEOUT=${EVAL_TIMEOUT:-240}
 mkdir -p "$OUT_DIR"
 start=$SECONDS
 command -v nvidia-smi > /dev/null && nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader
@@ -34,7 +38,7 @@ for arm in stepwise parallel; do
     fi
     # shellcheck disable=SC2086
     timeout $(( ${MINUTES%.*} * 60 + 150 )) $PY -m nmt train "$CONFIG" --device "$DEVICE" --max-minutes "$MINUTES" \
-        --out "$dir" -q ${ARMS[$arm]} --set train.eval_every="$EVAL_EVERY"
+        --out "$dir" -q ${ARMS[$arm]} --set train.eval_every="$EVAL_EVERY" $DATA $EXTRA
     status=$?
     [ -n "$sampler" ] && kill "$sampler" 2> /dev/null
     busy=$(awk '{ s += $1; n += 1 } END { if (n) printf "%.0f%% over %d samples", s / n, n; else print "not sampled" }' \
@@ -50,5 +54,5 @@ for line in open(sys.argv[1]):
 EOF
 done
 echo "== test split, beam 5, stepwise against parallel (paired bootstrap)"
-timeout 240 $PY -m nmt eval --bleu --device "$DEVICE" -c "$OUT_DIR/stepwise" -c "$OUT_DIR/parallel" 2>&1 | tail -12
+timeout "$EVAL_TIMEOUT" $PY -m nmt eval --bleu --device "$DEVICE" -c "$OUT_DIR/stepwise" -c "$OUT_DIR/parallel" 2>&1 | tail -12
 echo "total $((SECONDS - start)) s"

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from nmt.data.tokenizer import WORD_START
+from nmt.data.tokenizer import WORD_START, continues_word, special_piece, spells
 from nmt.data.vocab import Vocab
 
 MOST_TERMS = 2  # terms in one annotated pair: one or two, as a glossary usually matches
@@ -43,14 +43,12 @@ def word_of_each(pieces: Sequence[str], subword: bool = True) -> tuple[np.ndarra
     letters: list[int] = []
     previous_spells = False
     for i, piece in enumerate(pieces):
-        special = piece.startswith(("<", "⦅")) and len(piece) > 2
-        spells = not special and any(c.isalnum() for c in piece)
-        if not (subword and wordlike) or special or piece.startswith(WORD_START) or not (spells and previous_spells):
-            wordlike.append(not special and spells)
+        if not (subword and wordlike and previous_spells and continues_word(piece)):
+            wordlike.append(spells(piece))
             letters.append(0)
-        letters[-1] += 0 if special else sum(c.isalpha() for c in piece)
+        letters[-1] += 0 if special_piece(piece) else sum(c.isalpha() for c in piece)
         word[i] = len(wordlike) - 1
-        previous_spells = spells
+        previous_spells = spells(piece)
     return word, np.array(wordlike, dtype=bool) & (np.array(letters) >= MIN_LETTERS)
 
 

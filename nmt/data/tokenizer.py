@@ -38,6 +38,21 @@ _OPENING = re.compile(r"([(]) ")
 WORD_START = "\u2581"  # SentencePiece's "▁", which begins a piece that begins a word
 
 
+def special_piece(piece: str) -> bool:
+    """A token in angle brackets or ⦅⦆ (<eos>, a byte <0x41>, a number placeholder ⦅N1⦆): no text."""
+    return piece.startswith(("<", "⦅")) and len(piece) > 2
+
+
+def spells(piece: str) -> bool:
+    """The piece writes a letter or digit (not punctuation alone, no special)."""
+    return not special_piece(piece) and any(c.isalnum() for c in piece)
+
+
+def continues_word(piece: str) -> bool:
+    """A subword piece glued to the piece before it: it spells, without a word-start mark."""
+    return spells(piece) and not piece.startswith(WORD_START)
+
+
 def spaces_punctuation(lang: str) -> bool:
     """Whether `lang` puts a space before ! ? ; : (fr, fr-CA), as French typography does."""
     return lang.split("-")[0].lower() in SPACED_PUNCTUATION

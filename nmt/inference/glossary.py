@@ -16,9 +16,9 @@ from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
 
+from nmt.data.tokenizer import WORD_START, continues_word, special_piece
 from nmt.errors import NmtError
 from nmt.inference.constraints import Pieces
-from nmt.inference.words import WORD_START
 
 
 @dataclass(frozen=True)
@@ -122,12 +122,12 @@ def pieces_of(itos: Sequence[str], subword: bool) -> Pieces:
     Tokens in angle brackets or ⦅⦆ (specials, bytes, number placeholders) are neither."""
     glued, closers = set(), set()
     for i, piece in enumerate(itos):
-        if piece.startswith(("<", "⦅")) and len(piece) > 2:
+        if special_piece(piece):
             continue
         text = piece[len(WORD_START):] if piece.startswith(WORD_START) else piece
         if CLOSER.fullmatch(text):
             closers.add(i)
-        elif subword and not piece.startswith(WORD_START) and any(c.isalnum() for c in piece):
+        elif subword and continues_word(piece):
             glued.add(i)
     return Pieces(frozenset(glued), frozenset(closers))
 

@@ -43,6 +43,16 @@ def write_corpus_zip(path: Path, lines: list[str]) -> Path:
     return path
 
 
+@pytest.fixture(scope="session", autouse=True)
+def _session_outside_the_repository(tmp_path_factory):
+    """Module- and session-scoped fixtures train before any test's own chdir: from a scratch folder,
+    so their prepared corpora (data.prepared_dir is relative) never land in the repository's data/."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.chdir(tmp_path_factory.mktemp("session-cwd"))
+        patch.setenv("NMT_CACHE_DIR", str(tmp_path_factory.mktemp("session-cache")))
+        yield
+
+
 @pytest.fixture(autouse=True)
 def _isolated(monkeypatch, tmp_path):
     """Fixed seeds, CPU, and no corpus path leaking in from the environment unless a test sets it."""

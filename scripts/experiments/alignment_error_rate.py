@@ -5,8 +5,8 @@ of the JHU machine-translation class (hansards.e, hansards.f: tokenized English 
 sentence a line; hansards.a: Ulrich Germann's alignment of the first 37 sentences, "i-j" French
 word i to English word j sure, "i?j" possible, from 0). For each gold sentence pair the model
 scores the given French (forced decoding) and its attention aligns each French word to one
-English word (`nmt translate --align`'s rule), each English word to one French word (`--markup`'s)
-and the links both directions agree on. Prints the alignment error rate (Och and Ney:
+English word (`nmt translate --align`'s rule), each English word to one French word (`--markup`'s),
+the links both directions agree on and their union. Prints the alignment error rate (Och and Ney:
 1 - (|A&S| + |A&P|) / (|A| + |S|), lower is better) with precision and recall, beside a baseline
 that aligns French word i to the English word at the same relative position.
 
@@ -61,7 +61,7 @@ def main() -> None:
     with open(args.e, encoding="utf-8") as e_file, open(args.f, encoding="utf-8") as f_file:
         pairs = [(e.strip(), f.strip()) for e, f in itertools.islice(zip(e_file, f_file), len(gold))]
     names = ("each French word's English word (--align)", "each English word's French word (--markup's)",
-             "both directions agree", "same relative position")
+             "both directions agree", "either direction (their union)", "same relative position")
     counts = {name: [0, 0, 0, 0] for name in names}  # A&S, A&P, |A|, |S|
     skipped = 0
     for (english, french), (sure, possible) in zip(pairs, gold):
@@ -78,7 +78,7 @@ def main() -> None:
 
         by_output, by_source = on_gold(attention.alignment(given)), on_gold(attention.alignment(given, True))
         diagonal = {(f, round(f * (len(e_tokens) - 1) / max(len(f_tokens) - 1, 1))) for f in range(len(f_tokens))}
-        for name, links in zip(names, (by_output, by_source, by_output & by_source, diagonal)):
+        for name, links in zip(names, (by_output, by_source, by_output & by_source, by_output | by_source, diagonal)):
             c = counts[name]
             c[0] += len(links & sure)
             c[1] += len(links & possible)

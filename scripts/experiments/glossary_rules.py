@@ -109,6 +109,8 @@ def main() -> None:
     parser.add_argument("--terms", type=Path, help="source word<TAB>usual target word<TAB>term lines")
     parser.add_argument("--sentences", type=int, default=200)
     parser.add_argument("--against", help="the arm the paired bootstrap compares with (default: the first)")
+    parser.add_argument("--show", action="store_true", help="print each glossary arm's broken outputs beside "
+                        "the same run's output without a glossary")
     args = parser.parse_args()
     device = engine_device("torch", "auto")  # (as nmt.load picks it)
     loaded = load_models(args.runs[0], device)  # read once: its config splits --data, it translates
@@ -162,6 +164,13 @@ def main() -> None:
         print(f"| {name} | {used / len(rows):.1%} | {sum(any(k.values()) for k in kinds) / len(rows):.1%} / "
               + " / ".join(f"{n / len(rows):.1%}" for n in parts)
               + f" | {s.bleu:.2f}{bleu_p} | {s.chrf:.2f}{chrf_p} | {len(rows) / seconds:.1f} |")
+    if args.show:
+        for name, (_, out) in arms.items():
+            shown = [(r, q, o, [k for k, bad in broken(o, q, r[3]).items() if bad])
+                     for o, q, r in zip(out, plain[name], rows) if name.endswith("glossary")]
+            for row, without, output, kinds in [item for item in shown if item[3]]:
+                print(f"\n[{name}: {', '.join(kinds)}] {row[2]} -> {row[3]}\n  source:      {row[0]}\n"
+                      f"  no glossary: {without}\n  glossary:    {output}")
 
 
 if __name__ == "__main__":

@@ -32,7 +32,7 @@ ENSEMBLE_COMBINATIONS = ("log_prob", "prob")
 # A key set to `auto` is decided by the recipe for the corpus a run trains on (nmt/training/recipe.py).
 AUTO = "auto"
 RECIPE_KEYS = ("data.vocab_size", "data.max_len", "model.dropout", "model.embed_dropout", "model.output_dropout",
-               "train.label_smoothing", "train.lr", "train.epochs")
+               "train.label_smoothing", "train.lr", "train.epochs", "train.guided_alignment")
 # A language code as it names files (PREFIX.en) and sacreBLEU tokenizers: letters, then -REGION.
 LANGUAGE_CODE = re.compile(r"[A-Za-z]{2,8}(-[A-Za-z0-9]{1,8})?")
 
@@ -283,7 +283,7 @@ class TrainConfig:
     ema_decay: float = 0.0
     # >0: guided alignment (Marian's --guided-alignment, OpenNMT-py's lambda_align): this weight times the
     # cross-entropy of the attention against eflomal's links of the training pairs (`nmt.data.links`) joins the loss
-    guided_alignment: float = 0.0
+    guided_alignment: float | str = 0.0
     seed: int = 1
     threads: int = 0  # torch intra-op threads; 0 keeps torch's default
     device: str = "auto"

@@ -18,11 +18,15 @@ gives is never touched, and a resumed run keeps what it chose.
   training pairs, at most MAX_LEN_CAP for memory; on fra-eng that is the 26 it always had.
 - train.epochs: with a time budget, as many as fit (the budget and train.patience end the run);
   without one, 10.
+- train.guided_alignment: GUIDED_WEIGHT where eflomal is installed (the `align` extra), else 0 and
+  the log line says so: on fra-eng, two seeds, the tags of `--markup` land on the right words more
+  often and test BLEU held (+0.61, p = 0.09; -0.03, p = 0.39; docs/results.md).
 """
 
 from __future__ import annotations
 
 import dataclasses
+import importlib.util
 import logging
 from dataclasses import dataclass
 from pathlib import Path
@@ -46,6 +50,7 @@ MAX_DROPPED = 0.004
 MAX_LEN_CAP = 250  # pieces: a batch of 64 such pairs still fits a laptop's memory
 EPOCHS_WITH_BUDGET = 100
 EPOCHS_WITHOUT_BUDGET = 10
+GUIDED_WEIGHT = 0.5
 
 
 @dataclass(frozen=True)
@@ -93,9 +98,12 @@ def fit_to_corpus(cfg: Config, data_path: str | None, world: distributed.World =
     chosen: dict[str, Any] = {
         "data.vocab_size": band.vocab_size, "model.dropout": band.dropout, "model.embed_dropout": band.embed_dropout,
         "model.output_dropout": band.output_dropout, "train.label_smoothing": band.label_smoothing, "train.lr": band.lr,
-        "train.epochs": EPOCHS_WITH_BUDGET if cfg.train.max_minutes else EPOCHS_WITHOUT_BUDGET}
+        "train.epochs": EPOCHS_WITH_BUDGET if cfg.train.max_minutes else EPOCHS_WITHOUT_BUDGET,
+        "train.guided_alignment": GUIDED_WEIGHT if aligner_installed() else 0.0}
     cfg = settled(cfg, {key: chosen[key] for key in auto if key in chosen})
     why = f"{'over ' if pairs >= COUNT_UP_TO else ''}{pairs:,} pairs in the corpus: {band.name}"
+    if "train.guided_alignment" in auto and not aligner_installed():
+        why += "; no guided alignment: eflomal is not installed (pip install -e '.[align]')"
     if "data.max_len" in auto:
         prepared = PreparedCorpus(prepared_once(corpus, cfg.data, None, world, quiet), cfg.data)
         lengths = np.maximum(prepared.ids("train", "src").sizes(), prepared.ids("train", "tgt").sizes()) + 1
@@ -103,6 +111,10 @@ def fit_to_corpus(cfg: Config, data_path: str | None, world: distributed.World =
         why += f"; data.max_len keeps {np.mean(lengths <= cfg.data.max_len):.1%} of training pairs"
     logger.info("recipe for %s: %s (%s)", corpus.name, ", ".join(f"{k}={cfg.value(k)}" for k in auto), why)
     return cfg
+
+
+def aligner_installed() -> bool:
+    return importlib.util.find_spec("eflomal") is not None
 
 
 def settled(cfg: Config, values: dict[str, Any]) -> Config:

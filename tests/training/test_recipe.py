@@ -90,3 +90,18 @@ def test_the_default_config_leaves_the_recipe_its_keys():
     cfg = load_config(REPO / "configs/default.yaml")
     assert set(cfg.auto_keys()) == set(RECIPE_KEYS)
     assert cfg.train.patience > 0  # early stopping inside the budget
+
+
+@pytest.mark.parametrize("installed", [True, False])
+def test_guided_alignment_is_chosen_where_eflomal_is_installed_and_said_where_not(toy_zip, tmp_path, caplog,
+                                                                                monkeypatch, installed):
+    from nmt.training import recipe
+
+    if installed and not recipe.aligner_installed():
+        pytest.skip("eflomal is not installed here")
+    monkeypatch.setattr(recipe, "aligner_installed", lambda: installed)
+    caplog.set_level(logging.INFO)
+    written = _train_auto(toy_zip, tmp_path / "run", train__guided_alignment="auto")
+    line = next(r.getMessage() for r in caplog.records if r.getMessage().startswith("recipe for"))
+    assert written["train"]["guided_alignment"] == (recipe.GUIDED_WEIGHT if installed else 0.0)
+    assert ("eflomal is not installed" in line) is not installed

@@ -94,15 +94,15 @@ def fit_to_corpus(cfg: Config, data_path: str | None, world: distributed.World =
         return cfg
     corpus = resolve_corpus(data_path, cfg.data)
     pairs = count_pairs(corpus, cfg.data, COUNT_UP_TO)
-    band = size_band(pairs)
+    band, aligner = size_band(pairs), aligner_installed()
     chosen: dict[str, Any] = {
         "data.vocab_size": band.vocab_size, "model.dropout": band.dropout, "model.embed_dropout": band.embed_dropout,
         "model.output_dropout": band.output_dropout, "train.label_smoothing": band.label_smoothing, "train.lr": band.lr,
         "train.epochs": EPOCHS_WITH_BUDGET if cfg.train.max_minutes else EPOCHS_WITHOUT_BUDGET,
-        "train.guided_alignment": GUIDED_WEIGHT if aligner_installed() else 0.0}
+        "train.guided_alignment": GUIDED_WEIGHT if aligner else 0.0}
     cfg = settled(cfg, {key: chosen[key] for key in auto if key in chosen})
     why = f"{'over ' if pairs >= COUNT_UP_TO else ''}{pairs:,} pairs in the corpus: {band.name}"
-    if "train.guided_alignment" in auto and not aligner_installed():
+    if "train.guided_alignment" in auto and not aligner:
         why += "; no guided alignment: eflomal is not installed (pip install -e '.[align]')"
     if "data.max_len" in auto:
         prepared = PreparedCorpus(prepared_once(corpus, cfg.data, None, world, quiet), cfg.data)

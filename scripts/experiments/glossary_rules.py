@@ -167,7 +167,7 @@ def main() -> None:
     if args.show:
         for name, (_, out) in arms.items():
             shown = [(r, q, o, [k for k, bad in broken(o, q, r[3]).items() if bad])
-                     for o, q, r in zip(out, plain[name], rows) if name.endswith("glossary")]
+                     for o, q, r in zip(out, plain[name], rows) if not name.endswith("no glossary")]
             for row, without, output, kinds in [item for item in shown if item[3]]:
                 print(f"\n[{name}: {', '.join(kinds)}] {row[2]} -> {row[3]}\n  source:      {row[0]}\n"
                       f"  no glossary: {without}\n  glossary:    {output}")

@@ -12,6 +12,7 @@ reads the ids and no run aligns twice. Written to temporary files and renamed, r
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import logging
 import os
@@ -75,6 +76,11 @@ def id_lines(store: IndexedArray) -> Iterator[str]:
     for start in range(0, len(store), READ_CHUNK):
         for ids in store.run(start, min(start + READ_CHUNK, len(store))):
             yield " ".join(map(str, ids.tolist()))
+
+
+def aligner_installed() -> bool:
+    """Whether eflomal, which `agreed_links` imports, is there to import (the `align` extra)."""
+    return importlib.util.find_spec("eflomal") is not None
 
 
 def agreed_links(src_lines: Iterable[str], tgt_lines: Iterable[str]) -> Iterator[list[tuple[int, int]]]:

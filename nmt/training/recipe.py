@@ -26,7 +26,6 @@ gives is never touched, and a resumed run keeps what it chose.
 from __future__ import annotations
 
 import dataclasses
-import importlib.util
 import logging
 from dataclasses import dataclass
 from pathlib import Path
@@ -36,6 +35,7 @@ import numpy as np
 
 from nmt.config import Config
 from nmt.data.corpus import count_pairs, resolve_corpus
+from nmt.data.links import aligner_installed
 from nmt.data.prepared_corpus import PreparedCorpus
 from nmt.errors import DataError
 from nmt.training import distributed
@@ -111,10 +111,6 @@ def fit_to_corpus(cfg: Config, data_path: str | None, world: distributed.World =
         why += f"; data.max_len keeps {np.mean(lengths <= cfg.data.max_len):.1%} of training pairs"
     logger.info("recipe for %s: %s (%s)", corpus.name, ", ".join(f"{k}={cfg.value(k)}" for k in auto), why)
     return cfg
-
-
-def aligner_installed() -> bool:
-    return importlib.util.find_spec("eflomal") is not None
 
 
 def settled(cfg: Config, values: dict[str, Any]) -> Config:

@@ -6,7 +6,7 @@ plain text (`Click Save to keep your file.`), the words each paired tag wraps (b
 words of the plain text: a tag inside a word takes the whole word) and the place of each
 self-closing tag. The model translates the plain text; the attention over its output maps each
 source word to the output word that attended to it most (`words.source_alignment`: tags around
-the right words 66% of the time on fra-eng's test split, 22% by `--align`'s direction, each output
+the right words 66% of the time on fra-eng's test split, 22% by the other direction, each output
 word to a source word; scripts/experiments/markup_placement.py), and each paired tag wraps the
 span of its words' output words. Whatever the alignment says, the
 output is well formed: every source tag comes back exactly once, with its attributes as written,
@@ -162,8 +162,7 @@ def marked_stream(translator: Translator, lines: Iterable[str], markup: bool | N
         sources = [given.popleft() for _ in chunk]
         marked = [i for i, (_, m) in enumerate(sources) if m is not None]
         texted = [i for i in marked if results[i]]
-        pairs = dict(zip(texted, alignments(translator, [chunk[i] for i in texted], [results[i][0] for i in texted],
-                                                 each_source_word=True)))
+        pairs = dict(zip(texted, alignments(translator, [chunk[i] for i in texted], [results[i][0] for i in texted])))
         for i in marked:
             results[i] = sources[i][1].translated(results[i], pairs.get(i, []))
         yield [text for text, _ in sources], results

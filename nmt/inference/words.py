@@ -99,7 +99,8 @@ def source_alignment(weights: torch.Tensor, src_words: Sequence[tuple[str, list[
                      out_words: Sequence[tuple[str, list[int]]]) -> list[tuple[int, int]]:
     """The other direction: each source word to the output word that gave it the most attention
     (mean over the output word's pieces), a word of letters or digits where the output has one.
-    What markup transfer reads (nmt.inference.markup): on fra-eng's test split it put tags
+    What `--align` prints and markup transfer reads (nmt.inference.markup): the lower AER against
+    a gold Hansards alignment (48.1% against 51.4%, the default), and on fra-eng's test split it put tags
     around the right words 66% of the time against `alignment`'s 22%, which lets one source word
     collect output words from anywhere in the sentence (scripts/experiments/markup_placement.py)."""
     content = [i for i, (word, _) in enumerate(out_words) if any(c.isalnum() for c in word)]

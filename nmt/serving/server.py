@@ -179,7 +179,7 @@ class Service:
         for markup, result in zip(marked, results):
             if markup is not None and (result.attention is not None or not result.translations):
                 best = result.translations[0] if result.translations else None
-                pairs = result.attention.alignment(best, each_source_word=True) if best else []
+                pairs = result.attention.alignment(best) if best else []
                 result.translations = markup.translated(result.translations, pairs)
 
     def entry(self, text: str, result: Result, nbest: int, scores: bool = False, align: bool = False,

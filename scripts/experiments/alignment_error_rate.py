@@ -5,7 +5,8 @@ of the JHU machine-translation class (hansards.e, hansards.f: tokenized English 
 sentence a line; hansards.a: Ulrich Germann's alignment of the first 37 sentences, "i-j" French
 word i to English word j sure, "i?j" possible, from 0). For each gold sentence pair the model
 scores the given French (forced decoding) and its attention aligns each French word to one
-English word (`nmt translate --align`'s rule), each English word to one French word (`--markup`'s),
+English word (what `--align` printed first), each English word to one French word (what `--align`
+and `--markup` read since),
 the links both directions agree on and their union. Prints the alignment error rate (Och and Ney:
 1 - (|A&S| + |A&P|) / (|A| + |S|), lower is better) with precision and recall, beside a baseline
 that aligns French word i to the English word at the same relative position.
@@ -60,7 +61,7 @@ def main() -> None:
     gold = [read_gold(line) for line in Path(args.a).read_text(encoding="utf-8").splitlines()]
     with open(args.e, encoding="utf-8") as e_file, open(args.f, encoding="utf-8") as f_file:
         pairs = [(e.strip(), f.strip()) for e, f in itertools.islice(zip(e_file, f_file), len(gold))]
-    names = ("each French word's English word (--align)", "each English word's French word (--markup's)",
+    names = ("each French word's English word", "each English word's French word (--align, --markup)",
              "both directions agree", "either direction (their union)", "same relative position")
     counts = {name: [0, 0, 0, 0] for name in names}  # A&S, A&P, |A|, |S|
     skipped = 0
@@ -76,7 +77,7 @@ def main() -> None:
             # a word the model reads as several gold tokens ("complex,") links through its longest one
             return {(f, max(spans[s], key=lambda i: len(e_tokens[i]))) for s, f in links}
 
-        by_output, by_source = on_gold(attention.alignment(given)), on_gold(attention.alignment(given, True))
+        by_output, by_source = on_gold(attention.alignment(given, each_output_word=True)), on_gold(attention.alignment(given))
         diagonal = {(f, round(f * (len(e_tokens) - 1) / max(len(f_tokens) - 1, 1))) for f in range(len(f_tokens))}
         for name, links in zip(names, (by_output, by_source, by_output & by_source, by_output | by_source, diagonal)):
             c = counts[name]

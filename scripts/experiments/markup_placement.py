@@ -12,8 +12,8 @@ gold markup exists for it:
    alignment of the reference itself (forced decoding: `Translator.score`, then
    `nmt.inference.translator.alignments`, as `--markup` does for its own output): placement is
    right where the tag wraps exactly the reference words of step 2. Beside it, the same tags
-   placed by the alignment `--align` prints (each output word to a source word: what markup used
-   first) and by position alone (the span's relative place in the source, in the reference), the
+   placed by the other direction (each output word to a source word: what markup and `--align`
+   used first) and by position alone (the span's relative place in the source, in the reference), the
    floor an alignment must beat. eflomal samples: its links, and so the cases, differ a little
    from one invocation to the next; runs given together are scored on the same cases (runs of one
    corpus and split: the first run's config builds them).
@@ -117,8 +117,8 @@ def placement(run: Path, cases: list[tuple[str, str, tuple[int, int, int, int]]]
     translator = Translator.load(str(run / "best.pt"), "cpu")
     marked = [parse(tagged(src.split(), first, last)) for src, _, (first, last, _, _) in cases]
     forced = translator.score([m.text for m in marked], [ref for _, ref, _ in cases])
-    found = alignments(translator, [m.text for m in marked], forced, each_source_word=True)
-    by_output = alignments(translator, [m.text for m in marked], forced)  # the direction --align prints
+    found = alignments(translator, [m.text for m in marked], forced)
+    by_output = alignments(translator, [m.text for m in marked], forced, each_output_word=True)
     right = output_side = positional = other_words = 0
     for (src, ref, (first, last, lo, hi)), markup, output, pairs, other in zip(cases, marked, forced, found, by_output):
         if output.words != ref.split():  # the reference as the model writes it back (numbers, spacing)
@@ -131,7 +131,7 @@ def placement(run: Path, cases: list[tuple[str, str, tuple[int, int, int, int]]]
         positional += by_position(first, last, len(src.split()), len(output.words)) == (lo, hi)
     scored = len(cases) - other_words
     print(f"{run}: {scored:,} scored ({other_words} whose reference the model writes back otherwise); tag placement, "
-          f"exact reference words: --markup {right / scored:.1%} ({right:,}); by --align's direction (each output "
+          f"exact reference words: --markup {right / scored:.1%} ({right:,}); by the other direction (each output "
           f"word's source word) {output_side / scored:.1%} ({output_side:,}); by position alone "
           f"{positional / scored:.1%} ({positional:,})")
 

@@ -92,7 +92,7 @@ def test_scores_alignments_and_prefixes(client, translator):
     for entry, t in zip(body["translations"], translator.translations(SENTENCES[:2])):
         assert entry["words"] == t.words and entry["word_scores"] == [round(s, 4) for s in t.word_scores]
         assert entry["mean_score"] == round(t.mean_score, 4)
-        assert len(entry["alignment"].split()) == len(t.words) and entry["src_words"]
+        assert len(entry["alignment"].split()) == len(entry["src_words"]) > 0  # each source word once
         assert "attention" not in entry  # align alone does not send the matrix
     # one request, one text with a prefix and one without: they share the batch
     mixed = client.post("/translate", json={"texts": SENTENCES[:2], "prefix": ["nous", ""]}).json()["translations"]

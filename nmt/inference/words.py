@@ -97,7 +97,7 @@ def alignment(weights: torch.Tensor, src_words: Sequence[tuple[str, list[int]]],
 
 def source_alignment(weights: torch.Tensor, src_words: Sequence[tuple[str, list[int]]],
                      out_words: Sequence[tuple[str, list[int]]]) -> list[tuple[int, int]]:
-    """The other direction: each source word to the output word that gave it the most attention
+    """Each source word to the output word that gave it the most attention
     (mean over the output word's pieces), a word of letters or digits where the output has one.
     What `--align` prints and markup transfer reads (nmt.inference.markup): the lower AER against
     a gold Hansards alignment (48.1% against 51.4%, the default), and on fra-eng's test split it put tags

@@ -77,7 +77,8 @@ def main() -> None:
             # a word the model reads as several gold tokens ("complex,") links through its longest one
             return {(f, max(spans[s], key=lambda i: len(e_tokens[i]))) for s, f in links}
 
-        by_output, by_source = on_gold(attention.alignment(given, each_output_word=True)), on_gold(attention.alignment(given))
+        by_output = on_gold(attention.alignment(given, each_output_word=True))
+        by_source = on_gold(attention.alignment(given))
         diagonal = {(f, round(f * (len(e_tokens) - 1) / max(len(f_tokens) - 1, 1))) for f in range(len(f_tokens))}
         for name, links in zip(names, (by_output, by_source, by_output & by_source, by_output | by_source, diagonal)):
             c = counts[name]

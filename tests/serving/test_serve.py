@@ -361,14 +361,18 @@ def test_the_page_in_a_real_browser(run, translator, tmp_path):
                 page.fill("#source", "I see a cat.")
                 page.wait_for_function("expected => document.querySelector('#output').textContent === expected",
                                        arg=translator.translate(["I see a cat."])[0], timeout=30_000)
-                # each word shaded by its score; hovering one marks the source word it is aligned to
+                # each word shaded by its score
                 best = translator.translations(["I see a cat."])[0]
                 assert page.eval_on_selector_all("#output .word", "els => els.map(e => e.textContent)") == best.words
                 shades = page.eval_on_selector_all("#output .word",
                                                    "els => els.map(e => e.style.getPropertyValue('--d'))")
                 assert all(0 <= float(d) <= 1 for d in shades), shades
-                page.hover("#output .word")
-                assert page.eval_on_selector_all("#src-words .aligned", "els => els.length") == 1
+                # hovering an output word marks the source words `align` links to it (each source word has one)
+                links = translator.attention("I see a cat.", best.tokens).alignment(best)
+                linked = max(range(len(best.words)), key=lambda o: sum(t == o for _, t in links))
+                page.hover(f"#output .word >> nth={linked}")
+                assert page.eval_on_selector_all("#src-words .aligned", "els => els.map(e => Number(e.dataset.i))") \
+                    == sorted(s for s, t in links if t == linked) != []
                 # the user's own start is completed as they type; Tab takes the completion
                 completed = translator.translate("I see a cat.", prefix="Nous")
                 page.fill("#prefix", "Nous")

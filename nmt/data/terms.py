@@ -126,20 +126,22 @@ class TermAnnotator:
         return ids, np.stack((moved[links[:, 0]], links[:, 1]), axis=1) if len(links) else links
 
 
-def glossary_annotations(pieces: Sequence[str], terms: Sequence[tuple[str, Sequence[int]]], subword: bool = True
-                         ) -> list[tuple[int, list[int]]]:
-    """Where a glossary's terms go in a source of `pieces`: for each (source term as the text
-    matched it, its target ids), the last position of the first words not yet annotated that spell
-    the term (case and spaces aside), with the ids; a term its words do not spell is left out."""
+def term_spans(pieces: Sequence[str], sources: Sequence[str], subword: bool = True) -> list[tuple[int, int] | None]:
+    """Where each source term is in a source of `pieces`: the first and last piece of the first
+    words, not yet taken by an earlier term, that spell it (case and spaces aside); None for a
+    term its words do not spell."""
     word, _ = word_of_each(pieces, subword)
     spelled = [""] * (int(word[-1]) + 1 if len(pieces) else 0)
-    ends = [0] * len(spelled)  # each word's last piece
+    starts, ends = [0] * len(spelled), [0] * len(spelled)  # each word's first and last piece
     for i, (piece, w) in enumerate(zip(pieces, word.tolist())):
+        if not spelled[w]:
+            starts[w] = i
         spelled[w] += piece.replace(WORD_START, "").casefold()
         ends[w] = i
-    out, used = [], set()
-    for source, ids in terms:
-        wanted = "".join(source.split()).casefold()
+    out: list[tuple[int, int] | None] = []
+    used = set()
+    for source in sources:
+        wanted, found = "".join(source.split()).casefold(), None
         for first in range(len(spelled)):
             joined, last = "", first
             while last < len(spelled) and len(joined) < len(wanted):
@@ -147,6 +149,7 @@ def glossary_annotations(pieces: Sequence[str], terms: Sequence[tuple[str, Seque
                 last += 1
             if joined == wanted and ends[last - 1] not in used:
                 used.add(ends[last - 1])
-                out.append((ends[last - 1], list(ids)))
+                found = (starts[first], ends[last - 1])
                 break
-    return sorted(out)
+        out.append(found)
+    return out

@@ -19,6 +19,10 @@ the word (`Pieces.glued`); and a hypothesis that owes a glossary term may not cl
 last sentence (`Pieces.closers`), so a term is placed inside the sentence, never in a second one
 made up to hold it: a hypothesis whose likeliest token would close the sentence (or end it) while
 it owes a glossary term writes what it owes there (`Step.closing`, `search._ending_as_owed`).
+And a glossary term goes where its source words are translated: a hypothesis that owes one and
+whose attention sits on those words (`Rules.sources`) writes only what it owes, so the term takes
+the place of the word the model would have written there instead of being put beside it
+(`Rules.due`); once begun, a glossary term is written to its end.
 """
 
 from __future__ import annotations
@@ -67,6 +71,7 @@ class Rules:
     words: int = 0  # the first `words` terms are glossary terms: whole words, inside the sentence
     pieces: Pieces = Pieces()
     closes: int = 0  # the closers an output may write while it owes a glossary term: the source's, less one
+    sources: tuple[frozenset[int], ...] = ()  # each glossary term's source positions (empty: not known)
 
     @property
     def least_length(self) -> int:
@@ -99,6 +104,11 @@ class Rules:
         after_term = any(term < self.words for term in met.difference(before))
         closed = progress.closed + (token in self.pieces.closers)
         return Progress(frozenset(met), frozenset((t, d) for t, d in begun if t not in met), used, after_term, closed)
+
+    def due(self, progress: Progress, position: int) -> bool:
+        """Whether a hypothesis attending most to source `position` owes a glossary term of its
+        words there: it writes what it owes."""
+        return any(position in where and term not in progress.met for term, where in enumerate(self.sources))
 
     def needed(self, progress: Progress, credit: bool = True) -> int:
         """Tokens enough to write every term not yet written, one after the other: their lengths, less
@@ -145,6 +155,8 @@ class Rules:
         forced, closing = None, frozenset()
         if room - 1 < self.needed(progress, credit=False):  # a token that broke a term off might not leave room
             forced = frozenset(t for t in owed if self.needed(self.advance(progress, t)) <= room - 1) or owed
+        if under_way := frozenset(self.terms[term][done] for term, done in progress.begun if term < self.words):
+            forced = under_way  # a glossary word begun is finished: its first piece alone is no word
         if progress.closed >= self.closes and any(t not in progress.met for t in range(self.words)):
             closing = self.pieces.closers - owed
         return Step(forced, refused | closing | {eos_id}, owed, closing)
@@ -197,9 +209,11 @@ def token_tensor(tokens: Iterable[int], device: torch.device) -> torch.Tensor:
 
 
 def sentence_rules(spans: SpanRule | None, sentence: int, prefix: Sequence[int] = (),
-                   terms: Sequence[Sequence[int]] = (), pieces: Pieces = Pieces(), closes: int = 0) -> Rules:
+                   terms: Sequence[Sequence[int]] = (), pieces: Pieces = Pieces(), closes: int = 0,
+                   sources: Sequence[Iterable[int]] = ()) -> Rules:
     """One sentence's rules: its prefix, its glossary terms (target ids: whole words of `pieces`,
-    placed before the last of its source's closes + 1 sentences) and its numbers: its own
+    placed before the last of its source's closes + 1 sentences, where attention reads their
+    `sources` positions, if known) and its numbers: its own
     placeholders at most once (strict: each a term it must write, and no digit of its own), no
     other sentence's."""
     own = spans.own(sentence) if spans is not None else []
@@ -208,4 +222,4 @@ def sentence_rules(spans: SpanRule | None, sentence: int, prefix: Sequence[int] 
     if not (prefix or terms or own or refused):
         return NO_RULES
     return Rules(tuple(prefix), tuple(tuple(t) for t in terms) + tuple(placeholders), frozenset(own), refused,
-                 len(terms), pieces, closes)
+                 len(terms), pieces, closes, tuple(frozenset(where) for where in sources)[:len(terms)])

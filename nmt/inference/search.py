@@ -215,7 +215,7 @@ def search(model: Seq2Seq, sources: Sources, specials: Specials, policy: Policy,
                  for sent in alive for h in live[sent]]
         width = _width(policy, steps)
         named = _named(steps, eos_id, device) if width is not None else None
-        top, ids, eos, state, _ = model.candidates(prev, state, width, specials.banned, eos_id, named)
+        top, ids, eos, state, attention = model.candidates(prev, state, width, specials.banned, eos_id, named)
         top = top.float()
         mask = allowed(ids, steps)
         if named is not None:  # a named token already among the candidates is not proposed twice
@@ -225,7 +225,8 @@ def search(model: Seq2Seq, sources: Sources, specials: Specials, policy: Policy,
         owed = _owed_columns(ids, steps)
         owing = [(row, step) for row, step in enumerate(steps) if step is not None and step.owed and not step.forced]
         if owing:  # an owing hypothesis's wish to end (or close its sentence) goes to the likeliest it owes
-            chosen = _ending_as_owed(chosen, top, ids, eos.float(), owing, owed)
+            due = _due(attention, owing, rules, live, alive, k)
+            chosen = _ending_as_owed(chosen, top, ids, eos.float(), owing, owed, due)
         proposals = policy.propose(running, chosen, Turn(ids, steps, alive, rules, owed))
         keep, next_scores, next_rows, next_tokens = [], [], [], []
         previous = running.tolist()
@@ -289,21 +290,33 @@ def _first_of_each(ids: torch.Tensor, ranked: int) -> torch.Tensor:
     return keep
 
 
+def _due(attention: torch.Tensor, owing: list[tuple[int, Step]], rules: list[Rules], live: list[list[_Live]],
+         alive: list[int], k: int) -> list[bool]:
+    """Whether each owing row attends most to the source words of a glossary term it owes
+    (`Rules.due`): the term is due there. Row r is hypothesis r % k of sentence alive[r // k]."""
+    if not any(rules[alive[row // k]].sources for row, _ in owing):
+        return [False] * len(owing)
+    at = attention.argmax(-1).tolist()
+    return [rules[alive[row // k]].due(live[alive[row // k]][row % k].progress, at[row]) for row, _ in owing]
+
+
 def _ending_as_owed(chosen: torch.Tensor, top: torch.Tensor, ids: torch.Tensor, eos: torch.Tensor,
-                    owing: list[tuple[int, Step]], owed: torch.Tensor) -> torch.Tensor:
+                    owing: list[tuple[int, Step]], owed: torch.Tensor, due: list[bool]) -> torch.Tensor:
     """Each owing row's best owed token (`owed`: `_owed_columns`) ranked as its <eos> would have
     been, if that was higher: a hypothesis about to stop writes what it owes instead (its score stays
     its own). A row whose likeliest token (`top`: the candidates unmasked) would close its sentence
     while it owes a glossary term (`Step.closing`) or end it writes only what it owes: the term goes
-    where the sentence would have ended, not into words made up to put off the end. All owing rows
-    at once: a step of beam 5 over a batch holds hundreds."""
+    where the sentence would have ended, not into words made up to put off the end; and so does a
+    row whose term is `due` (its attention on the term's source words): the term takes the place of
+    the word the model would write for them. All owing rows at once: a step of beam 5 over a batch
+    holds hundreds."""
     rows = torch.tensor([row for row, _ in owing], device=chosen.device)
     only_owed = chosen[rows].masked_fill(~owed[rows], float("-inf"))
     best_score, best_column = top[rows].max(-1)
     likeliest = ids[rows].gather(1, best_column[:, None]).squeeze(1).tolist()
     ends = (eos[rows] >= best_score).tolist()
-    closing = torch.tensor([bool(step.closing) and (end or token in step.closing)
-                            for (_, step), end, token in zip(owing, ends, likeliest)], device=chosen.device)
+    closing = torch.tensor([here or bool(step.closing) and (end or token in step.closing)
+                            for (_, step), end, token, here in zip(owing, ends, likeliest, due)], device=chosen.device)
     raised = chosen[rows]
     best = only_owed.argmax(-1, keepdim=True)
     raised.scatter_(1, best, torch.maximum(raised.gather(1, best), eos[rows][:, None]))

@@ -27,7 +27,7 @@ import torch
 from nmt.config import DecodeConfig
 from nmt.data.batches import pad
 from nmt.data.protected_numbers import Number, SpanRule
-from nmt.data.terms import TermSlots, annotated, glossary_annotations
+from nmt.data.terms import TermSlots, annotated, term_spans
 from nmt.data.tokenizer import Tokenizer, WordTokenizer, legacy_form
 from nmt.data.vocab import EOS, Vocab
 from nmt.errors import NmtError
@@ -354,12 +354,17 @@ class Translator:
         for i, tokens in enumerate(self.tokenizer.source_tokens(sources)):
             line = first_line + i
             ids = source_ids(tokens, self.src_vocab, self.cfg.max_input_len, line) if tokens else []
-            if self.terms is not None and ids and terms[i]:  # each term after its source words, as in training
-                where = glossary_annotations(tokens[:len(ids) - 1], terms[i], self.tokenizer.kind == "subword")
-                ids = annotated(ids, where, self.terms)[0]
+            # each term's source words: where search places it, and where a model trained with terms reads it
+            places = term_spans(tokens[:len(ids) - 1], [source for source, _ in terms[i]],
+                                self.tokenizer.kind == "subword") if ids and terms[i] else []
+            if self.terms is not None and any(places):  # each term after its source words, as in training
+                after = sorted((place[1], term) for place, (_, term) in zip(places, terms[i]) if place)
+                ids, moved = annotated(ids, after, self.terms)
+                # the words' new positions, and their annotation's (up to the next word's)
+                places = [(int(moved[p[0]]), int(moved[p[1] + 1]) - 1) if p else None for p in places]
             prefix_ids = self.tgt_vocab.encode(next(prefix_tokens)) if prefixes[i] is not None else ()
             rules = sentence_rules(spans, i, prefix_ids, [term for _, term in terms[i]], self.pieces,
-                                   closes(texts[i]))
+                                   closes(texts[i]), [range(p[0], p[1] + 1) if p else () for p in places])
             out.append(Sentence(line, ids, numbers[i], rules, output_cap(len(ids), rules, self.cfg, line)))
         return out
 

@@ -2,10 +2,11 @@
 
 A user lists terms because the model picks another word: "dog -> Köter" where it writes "Hund".
 For each test source holding exactly one listed source word (whole word, any case) whose
-reference holds the usual target word, the run translates it with beam 5 three ways: without a
+reference holds the usual target word, the run translates it with beam 5 four ways: without a
 glossary; with the term, searched without the two rules of a glossary term (as before
-2026-11-27: the term may be continued into a longer word and may follow the sentence's end); and
-with them (`nmt/inference/constraints.py`). Reported for each: term use (the term as a whole
+2026-11-27: the term may be continued into a longer word and may follow the sentence's end); with
+them but not placed where the attention reads the term's source words (as before 2026-11-28); and
+with all three (`nmt/inference/constraints.py`). Reported for each: term use (the term as a whole
 word), the broken outputs (more sentence ends than the output without a glossary, the term only
 inside a longer word, or over 1.3x its words), BLEU and chrF against the reference with the usual
 word replaced by the term (paired bootstrap against no glossary), and beam 5's sentences a second.
@@ -91,6 +92,17 @@ def terms_not_enforced():
         translator.sentence_rules = original
 
 
+@contextmanager
+def placement_off():
+    """Search without the rule that writes a term where the attention reads its source words."""
+    original = translator.sentence_rules
+    translator.sentence_rules = lambda *given: original(*given[:6])  # (its source positions not given)
+    try:
+        yield
+    finally:
+        translator.sentence_rules = original
+
+
 def timed(translate) -> tuple[float, list[str]]:
     times, out = [], []
     for _ in range(3):
@@ -140,6 +152,9 @@ def main() -> None:
             arms[f"{name}glossary, without the rules"] = timed(
                 lambda: model.translate(sources, beam=5, glossary=glossaries))
             model.pieces = rules
+            with placement_off():
+                arms[f"{name}glossary, not placed by attention"] = timed(
+                    lambda: model.translate(sources, beam=5, glossary=glossaries))
         if model.terms is not None:  # trained with data.terms: the terms read in the source, nothing enforced
             with terms_not_enforced():
                 arms[f"{name}glossary read, not enforced"] = timed(

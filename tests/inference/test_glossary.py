@@ -17,7 +17,7 @@ from nmt.inference.constraints import Pieces, Progress, sentence_rules
 from nmt.inference.ensemble import Ensemble
 from nmt.inference.glossary import Glossary, closes, holds, pieces_of
 from nmt.inference.sampling import Sampling, samples
-from nmt.inference.search import Sources, Specials, beam_search, greedy
+from nmt.inference.search import Sources, Specials, beam_search, forced, greedy
 from nmt.model import build_model
 
 NEVER = [WORDS[5], WORDS[6], WORDS[7]]  # words the model below never writes on its own
@@ -254,3 +254,30 @@ def test_a_term_owed_goes_inside_the_sentence_not_after_its_end(how):
     assert all(o[:o.index(MOT)].count(DOT) <= 1 for o in loose) and any(DOT in o[:o.index(MOT)] for o in loose)
     for output in _pieces_decode(model, term, how, PIECES):
         assert contains(output, term) and DOT not in output[:output.index(MOT)], output
+
+
+def test_a_term_owed_is_written_where_attention_reads_its_source_words():
+    model = _pieces_model()
+    src = torch.tensor([[PIECES_VOCAB.stoi["▁le"], PIECES_VOCAB.stoi["▁chat"], PIECES_VOCAB.eos_id]])
+    lens, specials, cap = torch.tensor([3]), Specials(PIECES_VOCAB.bos_id, PIECES_VOCAB.eos_id), torch.tensor([8])
+    free = greedy(model, Sources(src, lens, cap), specials)[0].tokens
+    read = forced(model, src, lens, specials, [free], scored=False)[0][1].argmax(-1).tolist()  # each step's most read
+    first = read[0]  # the source position read most at the first step
+    never = [p for p in range(3) if p not in read]  # positions no step reads most
+
+    def placed(sources):
+        rules = [sentence_rules(None, 0, terms=[(MOT,)], sources=sources)]
+        return greedy(model, Sources(src, lens, cap, rules), specials)[0].tokens
+
+    assert MOT not in free and never  # (this model reads its <eos> most at every step)
+    assert placed([[first]])[0] == MOT  # its source words read: the term goes there, not at the sentence's end
+    assert placed([])[0] != MOT and MOT in placed([])  # without the positions, where the model would have ended
+    assert all(placed([[p]]) == placed([]) for p in never)  # words never read: as without
+
+
+@pytest.mark.parametrize("how", SEARCHES)
+def test_a_glossary_term_begun_is_written_to_its_end(how):
+    model = _pieces_model(**{"▁long": 30.0, "ue": -30.0})  # it writes ▁long again and again, never its ue
+    for output in _pieces_decode(model, (LONG, UE), how, PIECES):
+        first = output.index(LONG)
+        assert output[first + 1] == UE, output  # the first ▁long written goes on into the term, not left a stub

@@ -11,7 +11,7 @@ from conftest import TINY
 
 from nmt.config import config_from_dict
 from nmt.data.batches import Example, collate
-from nmt.data.terms import TermAnnotator, TermSlots, annotated, glossary_annotations, word_of_each
+from nmt.data.terms import TermAnnotator, TermSlots, annotated, term_spans, word_of_each
 from nmt.data.vocab import SPECIALS, Vocab
 from nmt.inference.translator import Translator
 from nmt.model import build_model
@@ -63,11 +63,12 @@ def test_two_words_linked_to_one_are_no_term():
     assert all(position != 3 for position, _ in TermAnnotator(SRC, TGT).candidates(src, tgt, tangled))
 
 
-def test_a_glossary_term_goes_after_the_first_words_that_spell_it():
+def test_a_glossary_term_is_found_at_the_first_words_that_spell_it():
     pieces = ["▁the", "▁Film", "▁was", "▁New", "▁Y", "ork", ".", "▁film"]
-    found = glossary_annotations(pieces, [("film", [9]), ("new  york", [5, 6]), ("absent", [7])])
-    assert found == [(1, [9]), (5, [5, 6])]  # any case, any spaces; a term not spelled is left out
-    assert glossary_annotations(pieces, [("fil", [9])]) == []  # whole words only
+    # its words' first and last piece (annotated after the last, placed where attention reads them): any case,
+    # any spaces; a term not spelled is None; a term found again takes the next words that spell it
+    assert term_spans(pieces, ["film", "new  york", "absent", "FILM"]) == [(1, 1), (3, 5), None, (7, 7)]
+    assert term_spans(pieces, ["fil"]) == [None]  # whole words only
 
 
 def test_the_encoder_reads_target_pieces_through_the_decoders_embedding():
@@ -144,6 +145,8 @@ def test_a_glossary_annotates_the_source_only_for_a_model_trained_with_terms(tra
     term = [tv.stoi["long-métrage"]]
     assert sentence.ids == (annotated(plain, [(1, term)], slots)[0] if slots else plain)
     assert sentence.rules.terms  # the search still guarantees the term
+    # and places it where attention reads "film" (and, read by a model trained with terms, its annotation)
+    assert sentence.rules.sources == (frozenset({1, 2, 3, 4} if slots else {1}),)
     translator.translate("the film was good .", glossary={"film": "long-métrage"})  # decodes annotated input
 
 

@@ -29,6 +29,8 @@ import random
 import sys
 from pathlib import Path
 
+import torch
+
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 
@@ -38,7 +40,8 @@ from nmt.data.links import agreed_links  # noqa: E402
 from nmt.errors import NmtError  # noqa: E402
 from nmt.hardware import cpu_name, noted_flags  # noqa: E402
 from nmt.inference.markup import parse  # noqa: E402
-from nmt.inference.translator import Translator, alignments  # noqa: E402
+from nmt.inference.translator import Translator, alignments, forced_batches  # noqa: E402
+from nmt.inference.words import words_of  # noqa: E402
 
 Link = tuple[int, int]
 
@@ -90,11 +93,13 @@ def main() -> None:
     parser.add_argument("runs", type=Path, nargs="+")
     parser.add_argument("--data", help="the run's corpus (default: where nmt finds it)")
     parser.add_argument("--sentences", type=int, default=1000)
+    parser.add_argument("--split", choices=("test", "valid"), default="test", help="valid: to try a way of placing "
+                        "without reading the test split")
     args = parser.parse_args()
     cfg = load_config(args.runs[0] / "config.yaml")
     splits = load_splits(resolve_corpus(args.data, cfg.data), cfg.data.num_pairs, cfg.data)
     seen, test = set(), []
-    for pair in splits.test:  # one reference a source (the test split may hold several)
+    for pair in getattr(splits, args.split):  # one reference a source (a split may hold several)
         if pair.raw[0] not in seen:
             seen.add(pair.raw[0])
             test.append(pair.raw)
@@ -112,6 +117,44 @@ def main() -> None:
         placement(run, cases)
 
 
+def word_mass(translator: Translator, texts: list[str], outputs: list) -> list[torch.Tensor]:
+    """Each output's attention as (output words, source words): the mean over an output word's
+    pieces of the weights summed over each source word's pieces (rows sum to 1)."""
+    sentences = translator.sentences(texts)
+    out_ids = [translator.tgt_vocab.encode(t.tokens) for t in outputs]
+    found = forced_batches(translator, [s.ids for s in sentences], out_ids, scored=False)
+    masses = []
+    for i in range(len(texts)):
+        weights = found[i][1]
+        src = words_of([translator.src_vocab.itos[x] for x in sentences[i].ids])
+        rows = torch.stack([weights[group].mean(0) for group in outputs[i].word_pieces])
+        masses.append(torch.stack([rows[:, group].sum(1) for _, group in src], 1))
+    return masses
+
+
+def agreed_span(pairs: list[Link], other: list[Link], first: int, last: int) -> list[Link]:
+    """`pairs` (each source word's output word) less the span's links whose output word attends
+    most to a source word outside the span (`other`), unless none would be left."""
+    source_of = {o: s for s, o in other}
+    inside = [(s, o) for s, o in pairs if first <= s < last]
+    kept = [(s, o) for s, o in inside if first <= source_of.get(o, -1) < last] or inside
+    return [(s, o) for s, o in pairs if not first <= s < last] + kept
+
+
+def densest_span(mass: torch.Tensor, first: int, last: int, content: list[bool]) -> tuple[int, int] | None:
+    """The run of output words whose attention on the span, less a half each, sums highest (the
+    words that read the span more than the rest of the source); None when no word does."""
+    gain = (mass[:, first:last].sum(1) - 0.5).tolist()
+    best, span, total, start = 0.0, None, 0.0, 0
+    for t, g in enumerate(gain):
+        if total <= 0:
+            total, start = 0.0, t
+        total += g
+        if total > best and content[t]:
+            best, span = total, (start, t + 1)
+    return span
+
+
 def placement(run: Path, cases: list[tuple[str, str, tuple[int, int, int, int]]]) -> None:
     """One run's tags on the cases, placed three ways, printed as one line."""
     translator = Translator.load(str(run / "best.pt"), "cpu")
@@ -119,13 +162,19 @@ def placement(run: Path, cases: list[tuple[str, str, tuple[int, int, int, int]]]
     forced = translator.score([m.text for m in marked], [ref for _, ref, _ in cases])
     found = alignments(translator, [m.text for m in marked], forced)
     by_output = alignments(translator, [m.text for m in marked], forced, each_output_word=True)
-    right = output_side = positional = other_words = 0
-    for (src, ref, (first, last, lo, hi)), markup, output, pairs, other in zip(cases, marked, forced, found, by_output):
+    masses = word_mass(translator, [m.text for m in marked], forced)
+    right = output_side = positional = other_words = agreed = densest = 0
+    for (src, ref, (first, last, lo, hi)), markup, output, pairs, other, mass in zip(
+            cases, marked, forced, found, by_output, masses):
         if output.words != ref.split():  # the reference as the model writes it back (numbers, spacing)
             other_words += 1
             continue
         placed = parse(markup.restore(output.words, pairs)).root.children[0]
         right += (placed.first, placed.last) == (lo, hi)
+        densest += (densest_span(mass, first, last, [any(c.isalnum() for c in w) for w in output.words])
+                    or (placed.first, placed.last)) == (lo, hi)
+        placed = parse(markup.restore(output.words, agreed_span(pairs, other, first, last))).root.children[0]
+        agreed += (placed.first, placed.last) == (lo, hi)
         placed = parse(markup.restore(output.words, other)).root.children[0]
         output_side += (placed.first, placed.last) == (lo, hi)
         positional += by_position(first, last, len(src.split()), len(output.words)) == (lo, hi)
@@ -133,7 +182,8 @@ def placement(run: Path, cases: list[tuple[str, str, tuple[int, int, int, int]]]
     print(f"{run}: {scored:,} scored ({other_words} whose reference the model writes back otherwise); tag placement, "
           f"exact reference words: --markup {right / scored:.1%} ({right:,}); by the other direction (each output "
           f"word's source word) {output_side / scored:.1%} ({output_side:,}); by position alone "
-          f"{positional / scored:.1%} ({positional:,})")
+          f"{positional / scored:.1%} ({positional:,}); --markup less links the other direction sends outside the "
+          f"span {agreed / scored:.1%}; the densest run of output words {densest / scored:.1%}")
 
 
 if __name__ == "__main__":

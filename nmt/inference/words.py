@@ -107,9 +107,16 @@ def source_alignment(weights: torch.Tensor, src_words: Sequence[tuple[str, list[
     candidates = content or list(range(len(out_words)))
     if not src_words or not candidates:
         return []
-    mass = torch.stack([weights[group].mean(0) for _, group in out_words])  # (output words, source pieces)
-    mass = torch.stack([mass[:, group].sum(1) for _, group in src_words], 1)[candidates]  # (candidates, source words)
+    mass = word_mass(weights, src_words, out_words)[candidates]  # (candidates, source words)
     return [(s, candidates[int(best)]) for s, best in enumerate(mass.argmax(0).tolist())]
+
+
+def word_mass(weights: torch.Tensor, src_words: Sequence[tuple[str, list[int]]],
+              out_words: Sequence[tuple[str, list[int]]]) -> torch.Tensor:
+    """The attention between words (output words, source words): the mean over an output word's
+    pieces of the weights summed over each source word's pieces (each row sums to 1)."""
+    mass = torch.stack([weights[group].mean(0) for _, group in out_words])  # (output words, source pieces)
+    return torch.stack([mass[:, group].sum(1) for _, group in src_words], 1)
 
 
 def pharaoh(pairs: Sequence[tuple[int, int]]) -> str:

@@ -41,7 +41,7 @@ from nmt.errors import NmtError  # noqa: E402
 from nmt.hardware import cpu_name, noted_flags  # noqa: E402
 from nmt.inference.markup import parse  # noqa: E402
 from nmt.inference.translator import Translator, alignments, forced_batches  # noqa: E402
-from nmt.inference.words import words_of  # noqa: E402
+from nmt.inference.words import word_mass, words_of  # noqa: E402
 
 Link = tuple[int, int]
 
@@ -117,19 +117,13 @@ def main() -> None:
         placement(run, cases)
 
 
-def word_mass(translator: Translator, texts: list[str], outputs: list) -> list[torch.Tensor]:
-    """Each output's attention as (output words, source words): the mean over an output word's
-    pieces of the weights summed over each source word's pieces (rows sum to 1)."""
+def word_masses(translator: Translator, texts: list[str], outputs: list) -> list[torch.Tensor]:
+    """Each output's attention between words (`nmt.inference.words.word_mass`), forced through the model."""
     sentences = translator.sentences(texts)
     out_ids = [translator.tgt_vocab.encode(t.tokens) for t in outputs]
     found = forced_batches(translator, [s.ids for s in sentences], out_ids, scored=False)
-    masses = []
-    for i in range(len(texts)):
-        weights = found[i][1]
-        src = words_of([translator.src_vocab.itos[x] for x in sentences[i].ids])
-        rows = torch.stack([weights[group].mean(0) for group in outputs[i].word_pieces])
-        masses.append(torch.stack([rows[:, group].sum(1) for _, group in src], 1))
-    return masses
+    return [word_mass(found[i][1], words_of([translator.src_vocab.itos[x] for x in sentences[i].ids]),
+                      list(zip(outputs[i].words, outputs[i].word_pieces))) for i in range(len(texts))]
 
 
 def agreed_span(pairs: list[Link], other: list[Link], first: int, last: int) -> list[Link]:
@@ -162,7 +156,7 @@ def placement(run: Path, cases: list[tuple[str, str, tuple[int, int, int, int]]]
     forced = translator.score([m.text for m in marked], [ref for _, ref, _ in cases])
     found = alignments(translator, [m.text for m in marked], forced)
     by_output = alignments(translator, [m.text for m in marked], forced, each_output_word=True)
-    masses = word_mass(translator, [m.text for m in marked], forced)
+    masses = word_masses(translator, [m.text for m in marked], forced)
     right = output_side = positional = other_words = agreed = densest = 0
     for (src, ref, (first, last, lo, hi)), markup, output, pairs, other, mass in zip(
             cases, marked, forced, found, by_output, masses):

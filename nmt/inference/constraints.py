@@ -19,10 +19,16 @@ the word (`Pieces.glued`); and a hypothesis that owes a glossary term may not cl
 last sentence (`Pieces.closers`), so a term is placed inside the sentence, never in a second one
 made up to hold it: a hypothesis whose likeliest token would close the sentence (or end it) while
 it owes a glossary term writes what it owes there (`Step.closing`, `search._ending_as_owed`).
-And a glossary term goes where its source words are translated: a hypothesis that owes one and
-whose attention sits on those words (`Rules.sources`) writes only what it owes, so the term takes
-the place of the word the model would have written there instead of being put beside it
-(`Rules.due`); once begun, a glossary term is written to its end.
+And a glossary term goes where its source words are translated (`Rules.sources`), not beside the
+word the model writes for them: where a hypothesis that owes one attends most to those words
+(`Rules.read`), the term is due. Beam search then keeps both the hypothesis that writes the term
+there and the one that writes the model's own word, and drops the second at its next step if its
+attention has left the words (the word it wrote was their translation: the term belonged in its
+place) but not if it still reads them (it wrote an article or an auxiliary first: "J'ai" before
+"dormi"); greedy search and sampling, which keep one hypothesis, write the term at once
+(`search._due`). Once begun, a glossary term is written to its end; and once written, its source
+words are translated: the hypothesis's attention no longer reads them (`Rules.covered`), so the
+model does not write its usual word for them after the term.
 """
 
 from __future__ import annotations
@@ -105,10 +111,19 @@ class Rules:
         closed = progress.closed + (token in self.pieces.closers)
         return Progress(frozenset(met), frozenset((t, d) for t, d in begun if t not in met), used, after_term, closed)
 
-    def due(self, progress: Progress, position: int) -> bool:
-        """Whether a hypothesis attending most to source `position` owes a glossary term of its
-        words there: it writes what it owes."""
-        return any(position in where and term not in progress.met for term, where in enumerate(self.sources))
+    def read(self, progress: Progress, position: int) -> frozenset[int]:
+        """The glossary terms whose source words include `position`, the source position a
+        hypothesis attends to most, that it owes and has not begun: each is due there."""
+        return frozenset(term for term, where in enumerate(self.sources)
+                         if position in where and term not in progress.met
+                         and all(t != term for t, _ in progress.begun))
+
+    def covered(self, progress: Progress) -> frozenset[int]:
+        """The source positions of the glossary terms a hypothesis has written: translated, so its
+        attention reads them no more."""
+        if not self.sources or not progress.met:
+            return frozenset()
+        return frozenset(p for term in progress.met if term < len(self.sources) for p in self.sources[term])
 
     def needed(self, progress: Progress, credit: bool = True) -> int:
         """Tokens enough to write every term not yet written, one after the other: their lengths, less

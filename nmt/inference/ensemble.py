@@ -27,6 +27,9 @@ class EnsembleState:
     def select(self, index: torch.Tensor, same_sources: bool = False) -> EnsembleState:
         return EnsembleState(tuple(part.select(index, same_sources) for part in self.parts))
 
+    def reading(self, src_mask: torch.Tensor) -> EnsembleState:
+        return EnsembleState(tuple(part.reading(src_mask) for part in self.parts))
+
 
 class Ensemble:
     def __init__(self, models: Sequence, weights: Sequence[float] | None = None, combine: str = "log_prob"):

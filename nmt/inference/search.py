@@ -7,6 +7,8 @@ model's log-probabilities; the policy then proposes each sentence's continuation
 best of its beams; `ConstrainedBeam`: those and what advances each beam's terms;
 `nmt.inference.sampling.Draw`: one drawn per hypothesis), and the search keeps them in the
 policy's order: an <eos> among a sentence's k first ends a hypothesis, the others live on, up to k.
+A hypothesis that has written a glossary term reads the term's source words no more: its row's
+attention mask leaves them out (`Rules.covered`).
 Scores are the model's own log-probabilities, whatever the mask did to the ranking.
 """
 
@@ -189,6 +191,7 @@ class _Live:
     tokens: list[int]
     token_scores: list[float]
     progress: Progress
+    reading: frozenset[int] = frozenset()  # the glossary terms due at its last step, that it did not begin
 
 
 @torch.inference_mode()
@@ -210,9 +213,16 @@ def search(model: Seq2Seq, sources: Sources, specials: Specials, policy: Policy,
     live = [[_Live([], [], Progress()) for _ in range(k)] for _ in range(batch)]
     finished: list[list[Hypothesis]] = [[] for _ in range(batch)]
     alive = list(range(batch))  # the sentence of each group of k rows
+    lens, masked = sources.lens.tolist(), False
+    covering = any(r.sources for r in rules)  # glossary terms with known source words
     while alive:
         steps = [rules[sent].step(h.progress, len(h.tokens), caps[sent] - len(h.tokens), eos_id)
                  for sent in alive for h in live[sent]]
+        if covering:  # once a term is written, its source words are read no more
+            covered = [rules[sent].covered(h.progress) for sent in alive for h in live[sent]]
+            if masked or any(covered):
+                rows = [lens[sent] for sent in alive for _ in live[sent]]
+                state, masked = _uncovered(state, covered, rows, sources.ids.shape[1], device), any(covered)
         width = _width(policy, steps)
         named = _named(steps, eos_id, device) if width is not None else None
         top, ids, eos, state, attention = model.candidates(prev, state, width, specials.banned, eos_id, named)
@@ -224,14 +234,21 @@ def search(model: Seq2Seq, sources: Sources, specials: Specials, policy: Policy,
         chosen = top if mask is None else top.masked_fill(~mask, float("-inf"))
         owed = _owed_columns(ids, steps)
         owing = [(row, step) for row, step in enumerate(steps) if step is not None and step.owed and not step.forced]
+        reads: dict[int, frozenset[int]] = {}  # the glossary terms due at each row (`_due`)
         if owing:  # an owing hypothesis's wish to end (or close its sentence) goes to the likeliest it owes
-            due = _due(attention, owing, rules, live, alive, k)
-            chosen = _ending_as_owed(chosen, top, ids, eos.float(), owing, owed, due)
+            due, skipped = _due(attention, owing, rules, live, alive, k)
+            # one hypothesis (greedy search, sampling) writes a due term at once; a beam keeps both the
+            # hypothesis that writes it and the one that writes its own word, and drops the second at
+            # its next step if that word was the translation of the term's source words
+            chosen = _ending_as_owed(chosen, top, ids, eos.float(), owing, owed, [bool(d) and k == 1 for d in due])
+            reads = {row: d for (row, _), d in zip(owing, due) if d}
+            if k > 1 and any(skipped):
+                chosen = _dropped(chosen, [row for (row, _), gone in zip(owing, skipped) if gone], running, k)
         proposals = policy.propose(running, chosen, Turn(ids, steps, alive, rules, owed))
         keep, next_scores, next_rows, next_tokens = [], [], [], []
         previous = running.tolist()
         for i, (sent, moves) in enumerate(zip(alive, _resolved(proposals, top, ids, k))):
-            kept, ended = _continue(moves, previous[i], live[sent], rules[sent], policy, i * k, eos_id)
+            kept, ended = _continue(moves, previous[i], live[sent], rules[sent], policy, i * k, eos_id, reads)
             finished[sent].extend(hypothesis(h.tokens, score, length_penalty, h.token_scores) for h, score in ended)
             if len(finished[sent]) >= k or not kept:
                 continue  # this sentence is done
@@ -290,14 +307,48 @@ def _first_of_each(ids: torch.Tensor, ranked: int) -> torch.Tensor:
     return keep
 
 
+def _uncovered(state, covered: list[frozenset[int]], lens: list[int], src_len: int, device: torch.device):
+    """The state reading, in each row, the source positions its hypothesis has not `covered`
+    (`Rules.covered`: the source words of the glossary terms it has written); `lens` each row's
+    source length. Built whole from the lengths: beams trade rows, and a row's mask is its hypothesis's."""
+    mask = torch.arange(src_len)[None, :] < torch.tensor(lens)[:, None]
+    for row, where in enumerate(covered):
+        if where:
+            mask[row, sorted(where)] = False
+    return state.reading(mask.to(device))
+
+
 def _due(attention: torch.Tensor, owing: list[tuple[int, Step]], rules: list[Rules], live: list[list[_Live]],
-         alive: list[int], k: int) -> list[bool]:
-    """Whether each owing row attends most to the source words of a glossary term it owes
-    (`Rules.due`): the term is due there. Row r is hypothesis r % k of sentence alive[r // k]."""
+         alive: list[int], k: int) -> tuple[list[frozenset[int]], list[bool]]:
+    """Per owing row, the glossary terms due there (`Rules.read`: it attends most to their source
+    words), and whether it skipped one: a term due at its last step that it did not begin, whose
+    words it no longer reads (so the word it wrote was their translation, and the term belonged in
+    its place). Row r is hypothesis r % k of sentence alive[r // k]."""
     if not any(rules[alive[row // k]].sources for row, _ in owing):
-        return [False] * len(owing)
+        return [frozenset()] * len(owing), [False] * len(owing)
     at = attention.argmax(-1).tolist()
-    return [rules[alive[row // k]].due(live[alive[row // k]][row % k].progress, at[row]) for row, _ in owing]
+    due, skipped = [], []
+    for row, _ in owing:
+        hyp = live[alive[row // k]][row % k]
+        due.append(rules[alive[row // k]].read(hyp.progress, at[row]))
+        skipped.append(bool(hyp.reading - due[-1]))
+    return due, skipped
+
+
+def _dropped(chosen: torch.Tensor, rows: list[int], running: torch.Tensor, k: int) -> torch.Tensor:
+    """`chosen` with nothing left to the `rows` (those hypotheses end here), unless they are all
+    of their sentence's live hypotheses: a sentence keeps one at least."""
+    live = (running.view(-1) != float("-inf")).tolist()
+    by_sentence: dict[int, list[int]] = {}
+    for row in rows:
+        by_sentence.setdefault(row // k, []).append(row)
+    drop = [row for sent, found in by_sentence.items()
+            if any(live[r] and r not in found for r in range(sent * k, sent * k + k)) for row in found]
+    if not drop:
+        return chosen
+    chosen = chosen.clone()
+    chosen[torch.tensor(drop, device=chosen.device)] = float("-inf")
+    return chosen
 
 
 def _ending_as_owed(chosen: torch.Tensor, top: torch.Tensor, ids: torch.Tensor, eos: torch.Tensor,
@@ -307,8 +358,8 @@ def _ending_as_owed(chosen: torch.Tensor, top: torch.Tensor, ids: torch.Tensor, 
     its own). A row whose likeliest token (`top`: the candidates unmasked) would close its sentence
     while it owes a glossary term (`Step.closing`) or end it writes only what it owes: the term goes
     where the sentence would have ended, not into words made up to put off the end; and so does a
-    row whose term is `due` (its attention on the term's source words): the term takes the place of
-    the word the model would write for them. All owing rows at once: a step of beam 5 over a batch
+    row whose term is `due` (its attention on the term's source words; asked only where a sentence
+    keeps one hypothesis): the term takes the place of the word the model would write for them. All owing rows at once: a step of beam 5 over a batch
     holds hundreds."""
     rows = torch.tensor([row for row, _ in owing], device=chosen.device)
     only_owed = chosen[rows].masked_fill(~owed[rows], float("-inf"))
@@ -341,7 +392,7 @@ def _resolved(proposals: list[list[Candidate]], top: torch.Tensor, ids: torch.Te
 
 
 def _continue(moves: list[tuple[int, int, float]], previous: list[float], beams: list[_Live], rules: Rules,
-              policy: Policy, first_row: int, eos_id: int
+              policy: Policy, first_row: int, eos_id: int, reads: dict[int, frozenset[int]] | None = None
               ) -> tuple[list[tuple[float, int, int, _Live]], list[tuple[_Live, float]]]:
     """One sentence's step: from its proposed continuations, best first, as (beam, token, log-prob),
     those that end (an <eos> among the k first), with their scores, and the hypotheses that live
@@ -351,9 +402,11 @@ def _continue(moves: list[tuple[int, int, float]], previous: list[float], beams:
               previous[beam] + log_prob) for beam, token, log_prob in moves[:k] if token == eos_id]
     kept = []
     for beam, token, log_prob, progress in policy.arrange([m for m in moves if m[1] != eos_id], beams, rules)[:k]:
-        hyp = beams[beam]
+        hyp, due = beams[beam], (reads or {}).get(first_row + beam, frozenset())
+        if due:  # what it read and did not begin with this token (`Rules.read` of the new progress)
+            due = frozenset(t for t in due if t not in progress.met and all(b != t for b, _ in progress.begun))
         kept.append((previous[beam] + log_prob, first_row + beam, token,
-                     _Live(hyp.tokens + [token], hyp.token_scores + [log_prob], progress)))
+                     _Live(hyp.tokens + [token], hyp.token_scores + [log_prob], progress, due)))
     return kept, ended
 
 

@@ -66,6 +66,10 @@ class DecoderState:
         return DecoderState(self.memory[index], self.prepared_keys[index], self.src_mask[index],
                             (h[:, index], c[:, index]), feed, None if self.copy_ids is None else self.copy_ids[index])
 
+    def reading(self, src_mask: torch.Tensor) -> DecoderState:
+        """The state with attention over the source positions `src_mask` (rows, src_len) holds True."""
+        return replace(self, src_mask=src_mask)
+
 
 def lstm_cells_step(rnn: nn.LSTM, x: torch.Tensor, state: LSTMState) -> tuple[torch.Tensor, LSTMState]:
     """One time step of a multi-layer `rnn` (its own weights), layer by layer with fused LSTM cells.

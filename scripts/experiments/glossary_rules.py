@@ -44,7 +44,7 @@ from nmt.data.corpus import load_splits, resolve_corpus  # noqa: E402
 from nmt.evaluation.metrics import score  # noqa: E402
 from nmt.hardware import cpu_name, noted_flags  # noqa: E402
 from nmt.inference import translator  # noqa: E402
-from nmt.inference.constraints import Pieces  # noqa: E402
+from nmt.inference.constraints import Pieces, Rules  # noqa: E402
 from nmt.inference.engines import engine_device  # noqa: E402
 from nmt.inference.translator import Translator  # noqa: E402
 from nmt.inference.glossary import holds  # noqa: E402
@@ -103,6 +103,17 @@ def placement_off():
         translator.sentence_rules = original
 
 
+@contextmanager
+def covering_off():
+    """Search without the rule that stops the attention reading a written term's source words."""
+    original = Rules.covered
+    Rules.covered = lambda self, progress: frozenset()
+    try:
+        yield
+    finally:
+        Rules.covered = original
+
+
 def timed(translate) -> tuple[float, list[str]]:
     times, out = [], []
     for _ in range(3):
@@ -154,6 +165,9 @@ def main() -> None:
             model.pieces = rules
             with placement_off():
                 arms[f"{name}glossary, not placed by attention"] = timed(
+                    lambda: model.translate(sources, beam=5, glossary=glossaries))
+            with covering_off():
+                arms[f"{name}glossary, its source read after it"] = timed(
                     lambda: model.translate(sources, beam=5, glossary=glossaries))
         if model.terms is not None:  # trained with data.terms: the terms read in the source, nothing enforced
             with terms_not_enforced():

@@ -281,3 +281,91 @@ def test_a_glossary_term_begun_is_written_to_its_end(how):
     for output in _pieces_decode(model, (LONG, UE), how, PIECES):
         first = output.index(LONG)
         assert output[first + 1] == UE, output  # the first ▁long written goes on into the term, not left a stub
+
+
+class _Reading:
+    """A model that keeps each step's attention weights (rows, src_len)."""
+
+    def __init__(self, model):
+        self.model, self.weights = model, []
+
+    def encode(self, src, lens):
+        return self.model.encode(src, lens)
+
+    def candidates(self, prev_ids, state, *rest):
+        out = self.model.candidates(prev_ids, state, *rest)
+        self.weights.append(out[4])
+        return out
+
+
+@pytest.mark.parametrize("members", [1, 2])
+def test_a_written_terms_source_words_are_read_no_more(members):
+    model = _pieces_model()
+    model = model if members == 1 else Ensemble([model, _pieces_model(**{"▁long": 1.0})])
+    src = torch.tensor([[PIECES_VOCAB.stoi["▁le"], PIECES_VOCAB.stoi["▁chat"], PIECES_VOCAB.eos_id]])
+    lens, specials, cap = torch.tensor([3]), Specials(PIECES_VOCAB.bos_id, PIECES_VOCAB.eos_id), torch.tensor([8])
+
+    def read(sources):
+        reading = _Reading(model)
+        rules = [sentence_rules(None, 0, terms=[(MOT,)], sources=sources)]
+        output = greedy(reading, Sources(src, lens, cap, rules), specials)[0].tokens
+        return output, [float(w[0, 1]) for w in reading.weights]  # how much each step read "▁chat"
+
+    output, chat = read([[1]])
+    written = output.index(MOT)
+    assert written + 1 < len(chat) and all(w > 0 for w in chat[:written + 1])  # read until the term is written
+    assert all(w == 0 for w in chat[written + 1:])  # then no more
+    output, chat = read([])  # its source words not known: read throughout
+    assert MOT in output and all(w > 0 for w in chat)
+
+
+def test_the_source_covered_is_each_written_glossary_terms_words():
+    rules = sentence_rules(None, 0, terms=[(MOT,), (LONG, UE)], sources=[[1], [2, 3]])
+    assert rules.covered(Progress()) == frozenset()
+    once = rules.advance(Progress(), MOT)
+    assert rules.covered(once) == {1} and rules.covered(rules.advance(once, LONG)) == {1}  # the second begun, not written
+    assert rules.covered(rules.advance(rules.advance(once, LONG), UE)) == {1, 2, 3}
+    assert sentence_rules(None, 0, terms=[(MOT,)]).covered(once) == frozenset()  # no positions known
+
+
+class _Attending:
+    """A model whose attention (as search reads it) sits on source position 1 for the first
+    `steps` steps, then on position 2."""
+
+    def __init__(self, model, steps):
+        self.model, self.steps, self.step = model, steps, 0
+
+    def encode(self, src, lens):
+        return self.model.encode(src, lens)
+
+    def candidates(self, prev_ids, state, *rest):
+        *out, weights = self.model.candidates(prev_ids, state, *rest)
+        weights = torch.zeros_like(weights)
+        weights[:, 1 if self.step < self.steps else 2] = 1.0
+        self.step += 1
+        return (*out, weights)
+
+
+def test_beam_search_drops_a_hypothesis_that_wrote_its_own_word_where_a_term_was_due():
+    model = _pieces_model()
+    src = torch.tensor([[PIECES_VOCAB.stoi["▁le"], PIECES_VOCAB.stoi["▁chat"], PIECES_VOCAB.eos_id]])
+    lens, specials, cap = torch.tensor([3]), Specials(PIECES_VOCAB.bos_id, PIECES_VOCAB.eos_id), torch.tensor([8])
+    rules = [sentence_rules(None, 0, terms=[(MOT,)], sources=[[1]])]
+
+    def outputs(reading_steps):
+        hyps = beam_search(_Attending(model, reading_steps), Sources(src, lens, cap, rules), specials, 4, nbest=4)
+        return [h.tokens for h in hyps[0]]
+
+    free = [h.tokens for h in beam_search(model, Sources(src, lens, cap), specials, 4, nbest=4)[0]]
+    assert all(MOT not in o for o in free)
+    # the term's word read at the first step only: whatever else was written there was its translation
+    assert all(o[0] == MOT for o in outputs(1)), outputs(1)
+    # read for two steps: a word written first (an article) keeps its hypothesis, the term follows it
+    assert any(o[0] != MOT and o[1] == MOT for o in outputs(2)), outputs(2)
+
+
+def test_a_sentence_whose_every_hypothesis_skipped_its_term_keeps_them():
+    from nmt.inference.search import _dropped
+    chosen, running = torch.zeros(4, 3), torch.tensor([[0.0, -1.0], [0.0, float("-inf")]])
+    out = _dropped(chosen, [0, 2], running, k=2)  # sentence 0 keeps row 1; sentence 1 has only row 2 live
+    assert out[0].eq(float("-inf")).all() and out[1].eq(0).all() and out[2].eq(0).all()

@@ -111,12 +111,15 @@ class Rules:
         closed = progress.closed + (token in self.pieces.closers)
         return Progress(frozenset(met), frozenset((t, d) for t, d in begun if t not in met), used, after_term, closed)
 
+    def unbegun(self, progress: Progress) -> frozenset[int]:
+        """The glossary terms with known source words that a hypothesis owes and has not begun."""
+        begun = {term for term, _ in progress.begun}
+        return frozenset(term for term in range(len(self.sources)) if term not in progress.met and term not in begun)
+
     def read(self, progress: Progress, position: int) -> frozenset[int]:
-        """The glossary terms whose source words include `position`, the source position a
-        hypothesis attends to most, that it owes and has not begun: each is due there."""
-        return frozenset(term for term, where in enumerate(self.sources)
-                         if position in where and term not in progress.met
-                         and all(t != term for t, _ in progress.begun))
+        """The terms it owes and has not begun whose source words include `position`, the source
+        position a hypothesis attends to most: each is due there."""
+        return frozenset(term for term in self.unbegun(progress) if position in self.sources[term])
 
     def covered(self, progress: Progress) -> frozenset[int]:
         """The source positions of the glossary terms a hypothesis has written: translated, so its

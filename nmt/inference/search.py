@@ -191,7 +191,7 @@ class _Live:
     tokens: list[int]
     token_scores: list[float]
     progress: Progress
-    reading: frozenset[int] = frozenset()  # the glossary terms due at its last step, that it did not begin
+    reading: frozenset[int] = frozenset()  # the glossary terms due at its last step (`Rules.read`)
 
 
 @torch.inference_mode()
@@ -329,9 +329,9 @@ def _due(attention: torch.Tensor, owing: list[tuple[int, Step]], rules: list[Rul
     at = attention.argmax(-1).tolist()
     due, skipped = [], []
     for row, _ in owing:
-        hyp = live[alive[row // k]][row % k]
-        due.append(rules[alive[row // k]].read(hyp.progress, at[row]))
-        skipped.append(bool(hyp.reading - due[-1]))
+        rule, hyp = rules[alive[row // k]], live[alive[row // k]][row % k]
+        due.append(rule.read(hyp.progress, at[row]))
+        skipped.append(bool((hyp.reading & rule.unbegun(hyp.progress)) - due[-1]))
     return due, skipped
 
 
@@ -359,8 +359,8 @@ def _ending_as_owed(chosen: torch.Tensor, top: torch.Tensor, ids: torch.Tensor, 
     while it owes a glossary term (`Step.closing`) or end it writes only what it owes: the term goes
     where the sentence would have ended, not into words made up to put off the end; and so does a
     row whose term is `due` (its attention on the term's source words; asked only where a sentence
-    keeps one hypothesis): the term takes the place of the word the model would write for them. All owing rows at once: a step of beam 5 over a batch
-    holds hundreds."""
+    keeps one hypothesis): the term takes the place of the word the model would write for them. All
+    owing rows at once: a step of beam 5 over a batch holds hundreds."""
     rows = torch.tensor([row for row, _ in owing], device=chosen.device)
     only_owed = chosen[rows].masked_fill(~owed[rows], float("-inf"))
     best_score, best_column = top[rows].max(-1)
@@ -403,8 +403,6 @@ def _continue(moves: list[tuple[int, int, float]], previous: list[float], beams:
     kept = []
     for beam, token, log_prob, progress in policy.arrange([m for m in moves if m[1] != eos_id], beams, rules)[:k]:
         hyp, due = beams[beam], (reads or {}).get(first_row + beam, frozenset())
-        if due:  # what it read and did not begin with this token (`Rules.read` of the new progress)
-            due = frozenset(t for t in due if t not in progress.met and all(b != t for b, _ in progress.begun))
         kept.append((previous[beam] + log_prob, first_row + beam, token,
                      _Live(hyp.tokens + [token], hyp.token_scores + [log_prob], progress, due)))
     return kept, ended

@@ -22,6 +22,7 @@ import torch
 
 from nmt.inference.constraints import NO_RULES, Progress, Rules, Step, allowed
 from nmt.model import Seq2Seq
+from nmt.model.attention import sequence_mask
 
 # Room a step's candidates keep for refused tokens: the number rules refuse a few dozen (digits, other
 # sentences' placeholders), all within it; after a glossary term every piece that continues a word is
@@ -191,7 +192,7 @@ class _Live:
     tokens: list[int]
     token_scores: list[float]
     progress: Progress
-    reading: frozenset[int] = frozenset()  # the glossary terms due at its last step (`Rules.read`)
+    reading: frozenset[int] = frozenset()  # the glossary terms due at its last step that its token did not begin
 
 
 @torch.inference_mode()
@@ -311,7 +312,7 @@ def _uncovered(state, covered: list[frozenset[int]], lens: list[int], src_len: i
     """The state reading, in each row, the source positions its hypothesis has not `covered`
     (`Rules.covered`: the source words of the glossary terms it has written); `lens` each row's
     source length. Built whole from the lengths: beams trade rows, and a row's mask is its hypothesis's."""
-    mask = torch.arange(src_len)[None, :] < torch.tensor(lens)[:, None]
+    mask = sequence_mask(torch.tensor(lens), src_len)  # as `Seq2Seq.encode` builds it
     for row, where in enumerate(covered):
         if where:
             mask[row, sorted(where)] = False
@@ -331,7 +332,7 @@ def _due(attention: torch.Tensor, owing: list[tuple[int, Step]], rules: list[Rul
     for row, _ in owing:
         rule, hyp = rules[alive[row // k]], live[alive[row // k]][row % k]
         due.append(rule.read(hyp.progress, at[row]))
-        skipped.append(bool((hyp.reading & rule.unbegun(hyp.progress)) - due[-1]))
+        skipped.append(bool(hyp.reading - due[-1]))
     return due, skipped
 
 
@@ -403,6 +404,8 @@ def _continue(moves: list[tuple[int, int, float]], previous: list[float], beams:
     kept = []
     for beam, token, log_prob, progress in policy.arrange([m for m in moves if m[1] != eos_id], beams, rules)[:k]:
         hyp, due = beams[beam], (reads or {}).get(first_row + beam, frozenset())
+        if due:  # what it has not begun with this token stays due (`Rules.read` asks the same)
+            due &= rules.unbegun(progress)
         kept.append((previous[beam] + log_prob, first_row + beam, token,
                      _Live(hyp.tokens + [token], hyp.token_scores + [log_prob], progress, due)))
     return kept, ended

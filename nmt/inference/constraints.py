@@ -35,7 +35,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from functools import cached_property
+from functools import cached_property, lru_cache
 
 import torch
 
@@ -58,6 +58,15 @@ class Step:
     refused: frozenset[int]
     owed: frozenset[int]  # the tokens that would advance a term not yet written (<eos> is refused)
     closing: frozenset[int] = frozenset()  # closers refused while a glossary term is owed
+
+    @cached_property
+    def named(self) -> list[int]:
+        """The tokens it forces or owes, sorted (a Step is made once for each progress and shared)."""
+        return sorted((self.forced or frozenset()) | self.owed)
+
+    @cached_property
+    def owed_sorted(self) -> list[int]:
+        return sorted(self.owed)
 
 
 @dataclass(frozen=True)
@@ -126,7 +135,10 @@ class Rules:
         attention reads them no more."""
         if not self.sources or not progress.met:
             return frozenset()
-        return frozenset(p for term in progress.met if term < len(self.sources) for p in self.sources[term])
+        if (known := self._covered.get(progress.met)) is None:  # asked of every hypothesis at every step
+            known = self._covered[progress.met] = frozenset(
+                p for term in progress.met if term < len(self.sources) for p in self.sources[term])
+        return known
 
     def needed(self, progress: Progress, credit: bool = True) -> int:
         """Tokens enough to write every term not yet written, one after the other: their lengths, less
@@ -166,8 +178,9 @@ class Rules:
     def _step(self, progress: Progress, room: int, eos_id: int) -> Step:
         owed = self.owed(progress) if len(progress.met) < len(self.terms) else frozenset()
         refused = self.refused | (self.once & progress.used)
-        if progress.after_term:
-            refused |= self.pieces.glued
+        if progress.after_term:  # (the glued set itself where nothing else is refused: one object that
+            # every sentence's step shares, which `allowed` groups rows by without comparing thousands of ids)
+            refused = refused | self.pieces.glued if refused else self.pieces.glued
         if not owed:
             return Step(None, refused, owed)
         forced, closing = None, frozenset()
@@ -181,6 +194,10 @@ class Rules:
 
     @cached_property
     def _steps(self) -> dict[tuple, Step]:
+        return {}
+
+    @cached_property
+    def _covered(self) -> dict[frozenset[int], frozenset[int]]:
         return {}
 
     @cached_property
@@ -203,22 +220,42 @@ NO_RULES = Rules()
 
 def allowed(ids: torch.Tensor, steps: list[Step | None]) -> torch.Tensor | None:
     """Which of each row's candidate tokens `ids` (rows, c) its step allows (None: all of every row).
-    Rows refused the same tokens are masked together: under the number rules that is nearly all."""
+    Rows forced to, or refused, the same tokens are masked together: under the number rules that is
+    nearly all, and a beam's hypotheses that write the same term share its next piece."""
     if all(step is None for step in steps):
         return None
     mask = torch.ones_like(ids, dtype=torch.bool)
+    by_forced: dict[frozenset[int], list[int]] = {}
     by_refused: dict[frozenset[int], list[int]] = {}
     for row, step in enumerate(steps):
         if step is None:
             continue
         if step.forced is not None:
-            mask[row] = torch.isin(ids[row], token_tensor(step.forced, ids.device))
+            by_forced.setdefault(step.forced, []).append(row)
         elif step.refused:
             by_refused.setdefault(step.refused, []).append(row)
+    for forced, rows in by_forced.items():
+        index = torch.tensor(rows, device=ids.device)
+        mask[index] = _member(ids[index], forced)
     for refused, rows in by_refused.items():
         index = torch.tensor(rows, device=ids.device)
-        mask[index] = ~torch.isin(ids[index], token_tensor(refused, ids.device))
+        mask[index] = ~_member(ids[index], refused)
     return mask
+
+
+def _member(ids: torch.Tensor, tokens: frozenset[int]) -> torch.Tensor:
+    """Where `ids` are among `tokens`, read from a table (a step after a glossary term refuses
+    thousands of tokens: a lookup costs less than torch.isin against them, and is made once)."""
+    table = _table(tokens, ids.device)
+    return table[ids.clamp(max=table.shape[0] - 1)]
+
+
+@lru_cache(maxsize=256)
+def _table(tokens: frozenset[int], device: torch.device) -> torch.Tensor:
+    """table[id] is True for each of `tokens`; ids past the largest read its last entry, False."""
+    table = torch.zeros(max(tokens, default=-1) + 2, dtype=torch.bool, device=device)
+    table[token_tensor(tokens, device)] = True
+    return table
 
 
 def token_tensor(tokens: Iterable[int], device: torch.device) -> torch.Tensor:

@@ -140,22 +140,22 @@ class ConstrainedBeam(Beam):
         owed_at: dict[int, list[int]] = {}  # each row's owed columns (a repeated one is -inf in `chosen`)
         for row, column in (turn.owed.nonzero().tolist() if turn.owed is not None else ()):
             owed_at.setdefault(row, []).append(column)
+        asked = [(i, beam, column) for i, sent in enumerate(turn.alive) if turn.rules[sent].terms for beam in range(k)
+                 if previous[i][beam] != float("-inf") and turn.steps[i * k + beam] is not None
+                 for column in dict.fromkeys([best[i * k + beam], *owed_at.get(i * k + beam, ())])]
+        if not asked:
+            return proposals
+        rows = torch.tensor([i * k + beam for i, beam, _ in asked], device=chosen.device)
+        columns = torch.tensor([column for *_, column in asked], device=chosen.device)
+        extra: dict[int, list[Candidate]] = {}
+        for (i, beam, column), value in zip(asked, chosen[rows, columns].tolist()):  # one read, not one a pair
+            if value != float("-inf"):
+                extra.setdefault(i, []).append((previous[i][beam] + value, beam, column))
         out = []
-        for i, (sent, found) in enumerate(zip(turn.alive, proposals)):
-            if not turn.rules[sent].terms:
-                out.append(found)
-                continue
-            seen, extra = {(beam, column) for _, beam, column in found}, []
-            for beam in range(k):
-                row, step = i * k + beam, turn.steps[i * k + beam]
-                if previous[i][beam] == float("-inf") or step is None:
-                    continue
-                for column in [best[row], *owed_at.get(row, ())]:
-                    score = previous[i][beam] + float(chosen[row, column])
-                    if (beam, column) not in seen and score != float("-inf"):
-                        seen.add((beam, column))
-                        extra.append((score, beam, column))
-            out.append(sorted(found + extra, key=lambda c: c[0], reverse=True))
+        for i, found in enumerate(proposals):
+            seen = {(beam, column) for _, beam, column in found} if i in extra else ()
+            more = [c for c in extra.get(i, ()) if (c[1], c[2]) not in seen]
+            out.append(sorted(found + more, key=lambda c: c[0], reverse=True) if more else found)
         return out
 
     def arrange(self, moves: list[tuple[int, int, float]], beams: list[_Live], rules: Rules
@@ -280,7 +280,7 @@ def _width(policy: Policy, steps: list[Step | None]) -> int | None:
 def _named(steps: list[Step | None], eos_id: int, device: torch.device) -> torch.Tensor | None:
     """The tokens each row's rules name (forced or owed), wherever they rank, as further candidate
     columns (rows, m), padded with <eos>; None when no row names any."""
-    named = [sorted((s.forced or frozenset()) | s.owed) if s is not None else [] for s in steps]
+    named = [s.named if s is not None else [] for s in steps]
     width = max(map(len, named), default=0)
     if not width:
         return None
@@ -290,7 +290,7 @@ def _named(steps: list[Step | None], eos_id: int, device: torch.device) -> torch
 def _owed_columns(ids: torch.Tensor, steps: list[Step | None]) -> torch.Tensor | None:
     """(rows, c): where each row's candidate ids `ids` are tokens its step owes, for every row in
     one comparison (None: no row owes a token)."""
-    owed = [sorted(s.owed) if s is not None else [] for s in steps]
+    owed = [s.owed_sorted if s is not None else [] for s in steps]
     width = max(map(len, owed), default=0)
     if not width:
         return None
@@ -313,9 +313,8 @@ def _uncovered(state, covered: list[frozenset[int]], lens: list[int], src_len: i
     (`Rules.covered`: the source words of the glossary terms it has written); `lens` each row's
     source length. Built whole from the lengths: beams trade rows, and a row's mask is its hypothesis's."""
     mask = sequence_mask(torch.tensor(lens), src_len)  # as `Seq2Seq.encode` builds it
-    for row, where in enumerate(covered):
-        if where:
-            mask[row, sorted(where)] = False
+    rows = [row for row, where in enumerate(covered) for _ in where]
+    mask[rows, [position for where in covered for position in where]] = False  # every row at once
     return state.reading(mask.to(device))
 
 

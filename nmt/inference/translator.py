@@ -67,6 +67,7 @@ class Translation:
     text: str  # plain text, as `nmt translate` prints it
     tokenized: str  # lowercased and tokenized: the legacy form (`nmt translate --tokenized`)
     score: float  # log-probability / length^decode.length_penalty, <eos> counted: what beams rank by
+    # (with a glossary, a term written in the place of the model's own word is credited part of its score)
     tokens: list[str]  # the output pieces (or words) as the model wrote them, <eos> excluded
     token_scores: list[float] = field(default_factory=list)  # each token's natural-log probability, <eos> last
     split: WordSplit = field(default_factory=lambda: WordSplit([]), repr=False, compare=False)

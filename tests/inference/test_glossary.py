@@ -369,3 +369,38 @@ def test_a_sentence_whose_every_hypothesis_skipped_its_term_keeps_them():
     chosen, running = torch.zeros(4, 3), torch.tensor([[0.0, -1.0], [0.0, float("-inf")]])
     out = _dropped(chosen, [0, 2], running, k=2)  # sentence 0 keeps row 1; sentence 1 has only row 2 live
     assert out[0].eq(float("-inf")).all() and out[1].eq(0).all() and out[2].eq(0).all()
+
+
+def test_a_term_written_in_the_place_of_the_models_own_word_is_credited_part_of_that_words_score(monkeypatch):
+    import nmt.inference.search as search
+    model = _pieces_model()
+    src = torch.tensor([[PIECES_VOCAB.stoi["▁le"], PIECES_VOCAB.stoi["▁chat"], PIECES_VOCAB.eos_id]])
+    lens, specials, cap = torch.tensor([3]), Specials(PIECES_VOCAB.bos_id, PIECES_VOCAB.eos_id), torch.tensor([8])
+    rules = [sentence_rules(None, 0, terms=[(MOT,)], sources=[[1]])]
+
+    def scores(reading_steps, credit):
+        monkeypatch.setattr(search, "TERM_CREDIT", credit)
+        hyps = beam_search(_Attending(model, reading_steps), Sources(src, lens, cap, rules), specials, 4, nbest=4)
+        return {tuple(h.tokens): h.score for h in hyps[0]}
+
+    # the term's word read at the first step only: the model's own first word was its translation, and
+    # the term that took its place is credited (each output starts with the term, as in the test above)
+    credited, plain = scores(1, 0.5), scores(1, 0.0)
+    same = credited.keys() & plain.keys()
+    assert same and all(credited[o] > plain[o] + 1.0 for o in same), (credited, plain)
+    # read for two steps: the model's first word (an article) was not the term's translation, its
+    # second was: the term written first keeps its own score, the term written second is credited
+    credited, plain = scores(2, 0.5), scores(2, 0.0)
+    second = [o for o in credited.keys() & plain.keys() if o[0] != MOT and o[1] == MOT]
+    assert second and all(credited[o] > plain[o] + 1.0 for o in second), (credited, plain)
+    assert all(o[0] != MOT for o in credited)  # the credit went to the term in its place, not before it
+
+
+def test_only_a_twin_that_left_the_terms_words_confirms_the_credit():
+    from nmt.inference.search import _credited, _Live
+    parent, other = _Live([1], [0.0], Progress()), _Live([2], [0.0], Progress())
+    live = [[_Live([1, 7], [0.0, -3.0], Progress(), parent=parent, credit=1.5),
+             _Live([2, 7], [0.0, -3.0], Progress(), parent=other, credit=1.5), _Live([1, 4], [0.0, -0.5], Progress())]]
+    running = torch.tensor([[-3.0, -3.0, -0.5]])
+    assert _credited(running, live, [0], {id(parent)}).tolist() == [[-1.5, -3.0, -0.5]]
+    assert _credited(running, live, [0], set()) is running

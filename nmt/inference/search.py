@@ -256,7 +256,7 @@ def search(model: Seq2Seq, sources: Sources, specials: Specials, policy: Policy,
             chosen = _ending_as_owed(chosen, top, ids, eos.float(), owing, owed, [bool(d) and k == 1 for d in due])
             reads = {row: d for (row, _), d in zip(owing, due) if d}
             if k > 1 and any(skipped):
-                gone = [row for (row, _), gone in zip(owing, skipped) if gone]
+                gone = [row for (row, _), skip in zip(owing, skipped) if skip]
                 chosen = _dropped(chosen, gone, running, k)
                 running = _credited(running, live, alive, {id(live[alive[row // k]][row % k].parent) for row in gone})
         proposals = policy.propose(running, chosen, Turn(ids, steps, alive, rules, owed))
@@ -354,8 +354,9 @@ def _credited(running: torch.Tensor, live: list[list[_Live]], alive: list[int], 
     """`running` with each hypothesis's `credit` added where the twin it was made beside (the same
     parent, which wrote the model's own token where the term was due) has just shown that token to be
     the translation of the term's source words (its attention left them: `_due`'s skipped): the term
-    took that word's place, so it is scored as that word was. Where the twin still reads them (its
-    token was an article or an auxiliary: `J'ai` before `dormi`), or is gone, the term keeps its own score."""
+    took that word's place, so it is scored partly as that word was (TERM_CREDIT). Where the twin still
+    reads them (its token was an article or an auxiliary: `J'ai` before `dormi`), or was not kept,
+    the term keeps its own score."""
     rows = [(i, beam, h.credit) for i, sent in enumerate(alive) for beam, h in enumerate(live[sent])
             if h.credit and id(h.parent) in confirmed]
     if not rows:

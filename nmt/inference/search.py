@@ -234,8 +234,8 @@ def search(model: Seq2Seq, sources: Sources, specials: Specials, policy: Policy,
         if covering:  # once a term is written, its source words are read no more
             covered = [rules[sent].covered(h.progress) for sent in alive for h in live[sent]]
             if masked or any(covered):
-                rows = [lens[sent] for sent in alive for _ in live[sent]]
-                state, masked = _uncovered(state, covered, rows, sources.ids.shape[1], device), any(covered)
+                row_lens = [lens[sent] for sent in alive for _ in live[sent]]
+                state, masked = _uncovered(state, covered, row_lens, sources.ids.shape[1], device), any(covered)
         width = _width(policy, steps)
         named = _named(steps, eos_id, device) if width is not None else None
         top, ids, eos, state, attention = model.candidates(prev, state, width, specials.banned, eos_id, named)
@@ -258,7 +258,8 @@ def search(model: Seq2Seq, sources: Sources, specials: Specials, policy: Policy,
             if k > 1 and any(skipped):
                 gone = [row for (row, _), skip in zip(owing, skipped) if skip]
                 chosen = _dropped(chosen, gone, running, k)
-                running = _credited(running, live, alive, {id(live[alive[row // k]][row % k].parent) for row in gone})
+                twins = [live[alive[row // k]][row % k].parent for row in gone]  # (None: it wrote another token)
+                running = _credited(running, live, alive, {id(parent) for parent in twins if parent is not None})
         proposals = policy.propose(running, chosen, Turn(ids, steps, alive, rules, owed))
         keep, next_scores, next_rows, next_tokens = [], [], [], []
         previous = running.tolist()

@@ -19,6 +19,9 @@ the word (`Pieces.glued`); and a hypothesis that owes a glossary term may not cl
 last sentence (`Pieces.closers`), so a term is placed inside the sentence, never in a second one
 made up to hold it: a hypothesis whose likeliest token would close the sentence (or end it) while
 it owes a glossary term writes what it owes there (`Step.closing`, `search._ending_as_owed`).
+A term that begins with a vowel may follow an elided word (French "l'", "d'"; Italian "dell'"),
+and there it is written glued to the apostrophe, as the target's tokenizer writes it after one
+(`Rules.elided`): "l'aéronef", not "l' aéronef".
 And a glossary term goes where its source words are translated (`Rules.sources`), not beside the
 word the model writes for them: where a hypothesis that owes one attends most to those words
 (`Rules.read`), the term is due. Beam search then keeps both the hypothesis that writes the term
@@ -50,6 +53,7 @@ class Progress:
     used: frozenset[int] = frozenset()  # once-only tokens written
     after_term: bool = False  # the last token completed a glossary term: the next starts a new word
     closed: int = 0  # sentence closers written
+    elided: bool = False  # the last token ends in an apostrophe (only told where a term has an elided form)
 
 
 @dataclass(frozen=True)
@@ -72,9 +76,42 @@ class Step:
 @dataclass(frozen=True)
 class Pieces:
     """What the glossary's rules need to know of the target vocabulary: the tokens that continue the
-    word before them (a subword piece without its word-start mark) and those that close a sentence."""
+    word before them (a subword piece without its word-start mark), those that close a sentence and
+    those after which a word is written glued to them (a piece ending in an apostrophe: "l'")."""
     glued: frozenset[int] = frozenset()
     closers: frozenset[int] = frozenset()
+    elisions: frozenset[int] = frozenset()
+
+
+@dataclass(frozen=True)
+class TermForms:
+    """Every way a sentence's terms may be written: each as given (form i for term i), then each
+    glossary term as written glued after an apostrophe (form len(terms) + i; empty where it has none)."""
+    terms: tuple[tuple[int, ...], ...]
+    elided: tuple[tuple[int, ...], ...] = ()
+
+    @cached_property
+    def tokens(self) -> tuple[tuple[int, ...], ...]:
+        """Each form's tokens."""
+        return self.terms + self.elided
+
+    @cached_property
+    def term_of(self) -> tuple[int, ...]:
+        """The term each form writes."""
+        return tuple(range(len(self.terms))) + tuple(range(len(self.elided)))
+
+    @cached_property
+    def lengths(self) -> tuple[tuple[int, ...], ...]:
+        """Each term's lengths in pieces: as given, and elided where it has that form."""
+        return tuple((len(t), len(self.elided[i])) if i < len(self.elided) and self.elided[i] else (len(t),)
+                     for i, t in enumerate(self.terms))
+
+    def start(self, term: int, after_apostrophe: bool) -> int:
+        """The form in which `term` may begin: elided right after an apostrophe where it has that
+        form, else as given."""
+        if after_apostrophe and term < len(self.elided) and self.elided[term]:
+            return len(self.terms) + term
+        return term
 
 
 @dataclass(frozen=True)
@@ -87,20 +124,24 @@ class Rules:
     pieces: Pieces = Pieces()
     closes: int = 0  # the closers an output may write while it owes a glossary term: the source's, less one
     sources: tuple[frozenset[int], ...] = ()  # each glossary term's source positions (empty: not known)
+    elided: tuple[tuple[int, ...], ...] = ()  # each glossary term as written after an elision (empty: not so)
+    # (a term under way is (form, pieces written) of `_forms`: the terms as given, then the elided ones)
 
     @property
     def least_length(self) -> int:
         """The fewest tokens an output obeying these rules can hold: the length cap's floor."""
-        return len(self.prefix) + sum(len(term) for term in self.terms)
+        return len(self.prefix) + sum(map(min, self._forms.lengths))
 
     def advance(self, progress: Progress, token: int) -> Progress:
         """`progress` after writing `token`. A term under way that `token` does not continue starts over."""
         if token not in self._term_tokens:  # most tokens of a search: no term moves, those under way start over
             used = progress.used | {token} if token in self.once else progress.used
             closed = progress.closed + (token in self.pieces.closers)
-            if not progress.begun and not progress.after_term and used is progress.used and closed == progress.closed:
+            elided = bool(self.elided) and token in self.pieces.elisions
+            if (not progress.begun and not progress.after_term and used is progress.used
+                    and closed == progress.closed and elided == progress.elided):
                 return progress
-            return Progress(progress.met, frozenset(), used, False, closed)
+            return Progress(progress.met, frozenset(), used, False, closed, elided)
         key = (progress, token)  # a term's token: the walk below, once for each progress it meets
         if (known := self._advanced.get(key)) is None:
             known = self._advanced[key] = self._term_advance(progress, token)
@@ -108,21 +149,26 @@ class Rules:
 
     def _term_advance(self, progress: Progress, token: int) -> Progress:
         met, begun, before = set(progress.met), set(), progress.met
-        under_way = progress.begun | {(term, 0) for term in range(len(self.terms)) if term not in progress.met}
-        for term, done in under_way:
-            if term not in met and self.terms[term][done] == token:
-                if done + 1 == len(self.terms[term]):
+        forms = self._forms
+        under_way = progress.begun | {(forms.start(term, progress.elided), 0) for term in range(len(self.terms))
+                                      if term not in progress.met}
+        for form, done in under_way:
+            term, tokens = forms.term_of[form], forms.tokens[form]
+            if term not in met and tokens[done] == token:
+                if done + 1 == len(tokens):
                     met.add(term)
                 else:
-                    begun.add((term, done + 1))
+                    begun.add((form, done + 1))
         used = progress.used | {token} if token in self.once else progress.used
         after_term = any(term < self.words for term in met.difference(before))
         closed = progress.closed + (token in self.pieces.closers)
-        return Progress(frozenset(met), frozenset((t, d) for t, d in begun if t not in met), used, after_term, closed)
+        elided = bool(self.elided) and token in self.pieces.elisions
+        return Progress(frozenset(met), frozenset((f, d) for f, d in begun if forms.term_of[f] not in met), used,
+                        after_term, closed, elided)
 
     def unbegun(self, progress: Progress) -> frozenset[int]:
         """The glossary terms with known source words that a hypothesis owes and has not begun."""
-        begun = {term for term, _ in progress.begun}
+        begun = {self._forms.term_of[form] for form, _ in progress.begun}
         return frozenset(term for term in range(len(self.sources)) if term not in progress.met and term not in begun)
 
     def read(self, progress: Progress, position: int) -> frozenset[int]:
@@ -143,21 +189,22 @@ class Rules:
     def needed(self, progress: Progress, credit: bool = True) -> int:
         """Tokens enough to write every term not yet written, one after the other: their lengths, less
         the pieces written of the furthest term under way (`credit`; without it, as if that were lost)."""
-        total = sum(len(t) for i, t in enumerate(self.terms) if i not in progress.met)
+        total = sum(max(lengths) for i, lengths in enumerate(self._forms.lengths) if i not in progress.met)
         return total - max((done for _, done in progress.begun), default=0) if credit else total
 
     def owed(self, progress: Progress) -> frozenset[int]:
         """The tokens that would advance a term not yet written: its next piece, or a new start."""
-        starts = {t[0] for i, t in enumerate(self.terms) if i not in progress.met}
-        return frozenset(starts | {self.terms[term][done] for term, done in progress.begun})
+        forms = self._forms
+        starts = {forms.tokens[forms.start(i, progress.elided)][0] for i in range(len(self.terms)) if i not in progress.met}
+        return frozenset(starts | {forms.tokens[form][done] for form, done in progress.begun})
 
     def bank(self, progress: Progress) -> int:
         """How many term pieces a hypothesis has written toward its terms: beam search keeps
         hypotheses of every bank (dynamic beam allocation), so that those which have begun or met
         terms are not all pushed out by those which have not."""
         return sum(len(self.terms[t]) for t in progress.met) + sum(
-            max((d for t, d in progress.begun if t == term), default=0) for term in range(len(self.terms))
-            if term not in progress.met)
+            max((d for f, d in progress.begun if self._forms.term_of[f] == term), default=0)
+            for term in range(len(self.terms)) if term not in progress.met)
 
     def step(self, progress: Progress, written: int, room: int, eos_id: int) -> Step | None:
         """The step's rules for a hypothesis that has `written` tokens and `room` left before its cap
@@ -186,7 +233,8 @@ class Rules:
         forced, closing = None, frozenset()
         if room - 1 < self.needed(progress, credit=False):  # a token that broke a term off might not leave room
             forced = frozenset(t for t in owed if self.needed(self.advance(progress, t)) <= room - 1) or owed
-        if under_way := frozenset(self.terms[term][done] for term, done in progress.begun if term < self.words):
+        if under_way := frozenset(self._forms.tokens[form][done] for form, done in progress.begun
+                                  if self._forms.term_of[form] < self.words):
             forced = under_way  # a glossary word begun is finished: its first piece alone is no word
         if progress.closed >= self.closes and any(t not in progress.met for t in range(self.words)):
             closing = self.pieces.closers - owed
@@ -205,9 +253,13 @@ class Rules:
         return {}
 
     @cached_property
+    def _forms(self) -> TermForms:
+        return TermForms(self.terms, self.elided)
+
+    @cached_property
     def _term_tokens(self) -> frozenset[int]:
         """Every token of every term: a token outside them moves no term on."""
-        return frozenset(token for term in self.terms for token in term)
+        return frozenset(token for form in self._forms.tokens for token in form)
 
     @cached_property
     def _unconstrained(self) -> Step | None:
@@ -265,10 +317,11 @@ def token_tensor(tokens: Iterable[int], device: torch.device) -> torch.Tensor:
 
 def sentence_rules(spans: SpanRule | None, sentence: int, prefix: Sequence[int] = (),
                    terms: Sequence[Sequence[int]] = (), pieces: Pieces = Pieces(), closes: int = 0,
-                   sources: Sequence[Iterable[int]] = ()) -> Rules:
+                   sources: Sequence[Iterable[int]] = (), elided: Sequence[Sequence[int]] = ()) -> Rules:
     """One sentence's rules: its prefix, its glossary terms (target ids: whole words of `pieces`,
     placed before the last of its source's closes + 1 sentences, where attention reads their
-    `sources` positions, if known) and its numbers: its own
+    `sources` positions, if known; written in their `elided` form, where one is given, right after
+    an apostrophe) and its numbers: its own
     placeholders at most once (strict: each a term it must write, and no digit of its own), no
     other sentence's."""
     own = spans.own(sentence) if spans is not None else []
@@ -276,5 +329,6 @@ def sentence_rules(spans: SpanRule | None, sentence: int, prefix: Sequence[int] 
     refused = frozenset(spans.ids).difference(own) | spans.digits if spans is not None else frozenset()
     if not (prefix or terms or own or refused):
         return NO_RULES
+    elided = tuple(tuple(form) for form in elided)[:len(terms)] if any(elided) else ()
     return Rules(tuple(prefix), tuple(tuple(t) for t in terms) + tuple(placeholders), frozenset(own), refused,
-                 len(terms), pieces, closes, tuple(frozenset(where) for where in sources)[:len(terms)])
+                 len(terms), pieces, closes, tuple(frozenset(where) for where in sources)[:len(terms)], elided)

@@ -11,7 +11,7 @@ every matched term (`nmt.inference.constraints`).
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
@@ -112,15 +112,21 @@ def holds(text: str, term: str, ignore_case: bool = False) -> bool:
     return re.search(_whole_words(_spaced(term)), text, re.IGNORECASE if ignore_case else 0) is not None
 
 
+ELIDING_LANGUAGES = frozenset({"fr", "it", "ca"})  # "l'", "d'", "dell'" before a vowel, the next word glued on
+ELIDES = re.compile(r"[aeiouyhàâäéèêëîïôöùûüœæ]", re.IGNORECASE)  # a first letter such words elide before
+APOSTROPHE = re.compile(r".*['’]")  # a piece ending in one: a word written after it is glued to it
+ELIDED_BY = "l'"  # what a term is written after to see it as the tokenizer writes it after an elision
+
 CLOSER = re.compile(r"[.!?…]+[\"'»”)]*")  # a piece that ends a sentence: ".", "!", "?!", "...", '."'
 _SENTENCE_END = re.compile(CLOSER.pattern + r"(?=\s|$)")  # in a text: before a space or the end
 
 
 def pieces_of(itos: Sequence[str], subword: bool) -> Pieces:
-    """Which target tokens continue a word and which close a sentence. A subword piece continues
-    the word before it unless it begins one or is punctuation; a word tokenizer's tokens are words.
-    Tokens in angle brackets or ⦅⦆ (specials, bytes, number placeholders) are neither."""
-    glued, closers = set(), set()
+    """Which target tokens continue a word, which close a sentence and which end in an apostrophe.
+    A subword piece continues the word before it unless it begins one or is punctuation; a word
+    tokenizer's tokens are words. Tokens in angle brackets or ⦅⦆ (specials, bytes, number
+    placeholders) are none of these."""
+    glued, closers, elisions = set(), set(), set()
     for i, piece in enumerate(itos):
         if special_piece(piece):
             continue
@@ -129,7 +135,21 @@ def pieces_of(itos: Sequence[str], subword: bool) -> Pieces:
             closers.add(i)
         elif subword and continues_word(piece):
             glued.add(i)
-    return Pieces(frozenset(glued), frozenset(closers))
+        if subword and APOSTROPHE.fullmatch(text):
+            elisions.add(i)
+    return Pieces(frozenset(glued), frozenset(closers), frozenset(elisions))
+
+
+def elided_form(term: str, target_tokens: Callable[[list[str]], list[list[str]]], lang: str) -> list[str]:
+    """`term`'s pieces as the target's tokenizer writes them glued to an elided word ("l'aéronef":
+    ▁l ' a ér one f), in a language that elides before a vowel; [] where it would not be elided so."""
+    if lang not in ELIDING_LANGUAGES or not ELIDES.match(term):
+        return []
+    pieces = target_tokens([ELIDED_BY + term])[0]
+    after = next((i + 1 for i, piece in enumerate(pieces) if APOSTROPHE.fullmatch(piece.lstrip(WORD_START))), None)
+    if after is None or after == len(pieces) or pieces[after].startswith(WORD_START):
+        return []
+    return pieces[after:]
 
 
 def closes(text: str) -> int:

@@ -31,10 +31,11 @@ from nmt.data.terms import TermSlots, annotated, term_spans
 from nmt.data.tokenizer import Tokenizer, WordTokenizer, legacy_form
 from nmt.data.vocab import EOS, Vocab
 from nmt.errors import NmtError
+from nmt.inference import elision
 from nmt.inference.constraints import Pieces, Rules, sentence_rules
 from nmt.inference.engines import engine_device, map_batches, torch_threads
 from nmt.inference.ensemble import Ensemble
-from nmt.inference.glossary import Glossary, closes, pieces_of
+from nmt.inference.glossary import Glossary, closes, elided_form, pieces_of
 from nmt.inference.onnx_engine import OnnxSeq2Seq, load_engine
 from nmt.inference.sampling import Sampling, samples
 from nmt.inference.search import Hypothesis, Sources, Specials, beam_for, forced, hypothesis, search
@@ -172,10 +173,18 @@ def one_per_text(given: object, count: int, what: str = "prefixes", texts: str =
     return values
 
 
+@dataclass(frozen=True)
+class FoundTerm:
+    """A glossary term found in a text: its source words as the text writes them, and the target
+    term as ids, tokenized as the target is, as a word and glued after an elision (empty: never so)."""
+    source: str
+    ids: list[int]
+    elided: list[int]
+
+
 def glossary_terms(tokenizer: Tokenizer, vocab: Vocab, glossaries: Sequence[Glossary | None], texts: Sequence[str],
-                   first_line: int = 1) -> list[list[tuple[str, list[int]]]]:
-    """Each text's glossary terms: the source term as the text writes it, and the target term as
-    ids, tokenized as the target is. A term with a piece the model cannot write is one warning,
+                   first_line: int = 1) -> list[list[FoundTerm]]:
+    """Each text's glossary terms. A term with a piece the model cannot write is one warning,
     naming the line, and is not asked for."""
     out = []
     for line, (text, terms_of) in enumerate(zip(texts, glossaries), first_line):
@@ -188,8 +197,10 @@ def glossary_terms(tokenizer: Tokenizer, vocab: Vocab, glossaries: Sequence[Glos
                 # (byte pieces: characters the model never learned to write, forced byte by byte)
                 logger.warning("line %d: glossary term '%s' holds a character the target vocabulary cannot write "
                                "as a piece; it is not enforced", line, term)
-            else:
-                kept.append((source, ids))
+                continue
+            elided = vocab.encode(elided_form(term, tokenizer.target_tokens, tokenizer.target_lang)
+                                  if tokenizer.kind == "subword" else [])
+            kept.append(FoundTerm(source, ids, [] if vocab.unk_id in elided else elided))
         out.append(kept)
     return out
 
@@ -356,16 +367,17 @@ class Translator:
             line = first_line + i
             ids = source_ids(tokens, self.src_vocab, self.cfg.max_input_len, line) if tokens else []
             # each term's source words: where search places it, and where a model trained with terms reads it
-            places = term_spans(tokens[:len(ids) - 1], [source for source, _ in terms[i]],
+            places = term_spans(tokens[:len(ids) - 1], [term.source for term in terms[i]],
                                 self.tokenizer.kind == "subword") if ids and terms[i] else []
             if self.terms is not None and any(places):  # each term after its source words, as in training
-                after = sorted((place[1], term) for place, (_, term) in zip(places, terms[i]) if place)
+                after = sorted((place[1], term.ids) for place, term in zip(places, terms[i]) if place)
                 ids, moved = annotated(ids, after, self.terms)
                 # the words' new positions, and their annotation's (up to the next word's)
                 places = [(int(moved[p[0]]), int(moved[p[1] + 1]) - 1) if p else None for p in places]
             prefix_ids = self.tgt_vocab.encode(next(prefix_tokens)) if prefixes[i] is not None else ()
-            rules = sentence_rules(spans, i, prefix_ids, [term for _, term in terms[i]], self.pieces,
-                                   closes(texts[i]), [range(p[0], p[1] + 1) if p else () for p in places])
+            rules = sentence_rules(spans, i, prefix_ids, [term.ids for term in terms[i]], self.pieces,
+                                   closes(texts[i]), [range(p[0], p[1] + 1) if p else () for p in places],
+                                   [term.elided for term in terms[i]])
             out.append(Sentence(line, ids, numbers[i], rules, output_cap(len(ids), rules, self.cfg, line)))
         return out
 
@@ -429,6 +441,7 @@ class Translator:
         sources = Sources(pad([s.ids for s in batch], self.src_vocab.pad_id).to(self.device),
                           torch.tensor([len(s.ids) for s in batch], device=self.device),
                           torch.tensor([s.cap for s in batch], device=self.device), [s.rules for s in batch])
-        if sample is not None:
-            return samples(self.model, sources, self.specials, nbest, sample, self.cfg.length_penalty)
-        return search(self.model, sources, self.specials, beam_for(beam, sources.rules), self.cfg.length_penalty, nbest)
+        found = samples(self.model, sources, self.specials, nbest, sample, self.cfg.length_penalty) if sample \
+            else search(self.model, sources, self.specials, beam_for(beam, sources.rules), self.cfg.length_penalty, nbest)
+        return elision.elided(self.model, sources, self.specials, found, self.tgt_vocab, self.tokenizer,
+                              self.cfg.length_penalty)  # "l'automobile", not "la automobile"

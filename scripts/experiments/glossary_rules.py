@@ -23,7 +23,10 @@ against the same run's); a run trained with data.terms also with its terms read 
 but not enforced by the search. --terms FILE: lines of `source word<TAB>usual target word<TAB>term`
 (the defaults: ten English words for German targets, fifteen for French, each term a correct but
 uncommon word of the usual word's gender, not starting with a vowel, so the reference stays
-grammatical).
+grammatical). --elided: eleven French terms that begin with a vowel instead (`EN_FR_ELIDED`; the
+references' articles elided to match), with two more arms: the search without a term's elided forms
+(neither glued after an apostrophe nor the word before it rewritten), and without the rewrite; a
+French output that writes such a term unelided ("la automobile", "l' aéronef") counts as broken.
 """
 
 from __future__ import annotations
@@ -43,7 +46,7 @@ import nmt  # noqa: E402
 from nmt.data.corpus import load_splits, resolve_corpus  # noqa: E402
 from nmt.evaluation.metrics import score  # noqa: E402
 from nmt.hardware import cpu_name, noted_flags  # noqa: E402
-from nmt.inference import translator  # noqa: E402
+from nmt.inference import elision, translator  # noqa: E402
 from nmt.inference.constraints import Pieces, Rules  # noqa: E402
 from nmt.inference.engines import engine_device  # noqa: E402
 from nmt.inference.translator import Translator  # noqa: E402
@@ -61,7 +64,14 @@ EN_FR = [("car", "voiture", "bagnole"), ("house", "maison", "demeure"), ("boat",
          ("food", "nourriture", "bouffe"), ("boy", "garçon", "gamin"), ("girl", "fille", "gamine"),
          ("bed", "lit", "pieu"), ("city", "ville", "cité"), ("horse", "cheval", "canasson")]
 DEFAULT_TERMS = {"de": EN_DE, "fr": EN_FR}
+# --elided: terms that begin with a vowel, so French elides the word before them ("l'aéronef"),
+# each of its usual word's gender; the reference's articles are elided to match (`elided_reference`)
+EN_FR_ELIDED = [("plane", "avion", "aéronef"), ("car", "voiture", "automobile"), ("boss", "patron", "employeur"),
+                ("computer", "ordinateur", "ordi"), ("apartment", "appartement", "appart"),
+                ("man", "homme", "individu"), ("idea", "idée", "intuition"), ("teacher", "professeur", "enseignant"),
+                ("meeting", "réunion", "assemblée"), ("letter", "lettre", "épître"), ("house", "maison", "habitation")]
 SENTENCE_END = re.compile(r"[.!?](?=\s|$)")
+VOWEL = re.compile(r"[aeiouyhàâéèêîôœ]", re.IGNORECASE)
 
 
 def test_set(pairs: list[tuple[str, str]], terms, count: int) -> list[tuple[str, str, str, str]]:
@@ -71,14 +81,33 @@ def test_set(pairs: list[tuple[str, str]], terms, count: int) -> list[tuple[str,
         found = [(word, usual, term) for word, usual, term in terms if holds(source, word, ignore_case=True)]
         if len(found) == 1 and holds(reference, found[0][1]):
             word, usual, term = found[0]
-            out.append((source, re.sub(rf"\b{re.escape(usual)}\b", term, reference), word, term))
+            out.append((source, elided_reference(re.sub(rf"\b{re.escape(usual)}\b", term, reference), term), word, term))
     return out[:count]
 
 
-def broken(output: str, plain: str, term: str) -> dict[str, bool]:
+def elided_reference(reference: str, term: str) -> str:
+    """`reference` with the articles before a vowel-initial `term` elided as French writes them."""
+    if not VOWEL.match(term):
+        return reference
+    word = re.escape(term)
+    for before, after in (("le", "l'"), ("la", "l'"), ("de", "d'"), ("du", "de l'"), ("au", "à l'")):
+        reference = re.sub(rf"\b{before}\s+(?={word}\b)", after, reference)
+        reference = re.sub(rf"\b{before.capitalize()}\s+(?={word}\b)", after.capitalize(), reference)
+    return reference
+
+
+def elision_missed(output: str, term: str) -> bool:
+    """Whether a French `output` writes a vowel-initial `term` after a word that elides before it,
+    unelided ("la automobile", "de aéronef") or spaced from its apostrophe ("l' aéronef")."""
+    return bool(VOWEL.match(term)) and re.search(
+        rf"(?:\b(?:le|la|de|je|me|te|se|ne|ce|que)\s+|['’]\s+){re.escape(term)}\b", output, re.IGNORECASE) is not None
+
+
+def broken(output: str, plain: str, term: str, lang: str) -> dict[str, bool]:
     return {"sentence added": len(SENTENCE_END.findall(output)) > len(SENTENCE_END.findall(plain)),
             "term inside a word": term in output and not holds(output, term),
-            "over 1.3x the words": len(output.split()) > 1.3 * max(1, len(plain.split()))}
+            "over 1.3x the words": len(output.split()) > 1.3 * max(1, len(plain.split())),
+            "elision missed": lang == "fr" and elision_missed(output, term)}
 
 
 @contextmanager
@@ -96,7 +125,7 @@ def terms_not_enforced():
 def placement_off():
     """Search without the rule that writes a term where the attention reads its source words."""
     original = translator.sentence_rules
-    translator.sentence_rules = lambda *given: original(*given[:6])  # (its source positions not given)
+    translator.sentence_rules = lambda *given: original(*given[:6], (), *given[7:])  # (its source positions not given)
     try:
         yield
     finally:
@@ -112,6 +141,21 @@ def covering_off():
         yield
     finally:
         Rules.covered = original
+
+
+@contextmanager
+def elision_off(parts: tuple[str, ...] = ("glued", "rewrite")):
+    """Search without a vowel-initial term's form glued after an apostrophe ("l' aéronef": "glued"),
+    and without the word before such a term rewritten after search ("la automobile": "rewrite")."""
+    original, rewrite = translator.elided_form, elision.elided
+    if "glued" in parts:
+        translator.elided_form = lambda *given: []
+    if "rewrite" in parts:
+        elision.elided = lambda model, sources, specials, found, *rest: found
+    try:
+        yield
+    finally:
+        translator.elided_form, elision.elided = original, rewrite
 
 
 def timed(translate) -> tuple[float, list[str]]:
@@ -130,6 +174,8 @@ def main() -> None:
     parser.add_argument("--ref", type=Path)
     parser.add_argument("--data", help="a corpus: its test split instead of --src/--ref")
     parser.add_argument("--terms", type=Path, help="source word<TAB>usual target word<TAB>term lines")
+    parser.add_argument("--elided", action="store_true", help="French terms that begin with a vowel (EN_FR_ELIDED), "
+                        "with the search's elided forms off as one more arm")
     parser.add_argument("--sentences", type=int, default=200)
     parser.add_argument("--against", help="the arm the paired bootstrap compares with (default: the first)")
     parser.add_argument("--show", action="store_true", help="print each glossary arm's broken outputs beside "
@@ -139,7 +185,7 @@ def main() -> None:
     loaded = load_models(args.runs[0], device)  # read once: its config splits --data, it translates
     first = Translator.from_loaded(loaded, device)
     lang = first.tokenizer.target_lang
-    terms = DEFAULT_TERMS[lang] if args.terms is None else [
+    terms = (EN_FR_ELIDED if args.elided else DEFAULT_TERMS[lang]) if args.terms is None else [
         tuple(line.split("\t")) for line in args.terms.read_text(encoding="utf-8").splitlines() if line.strip()]
     if args.data:
         data = loaded.cfg.data
@@ -169,6 +215,13 @@ def main() -> None:
             with covering_off():
                 arms[f"{name}glossary, its source read after it"] = timed(
                     lambda: model.translate(sources, beam=5, glossary=glossaries))
+            if args.elided:
+                with elision_off():
+                    arms[f"{name}glossary, not elided"] = timed(
+                        lambda: model.translate(sources, beam=5, glossary=glossaries))
+                with elision_off(("rewrite",)):
+                    arms[f"{name}glossary, the word before it not rewritten"] = timed(
+                        lambda: model.translate(sources, beam=5, glossary=glossaries))
         if model.terms is not None:  # trained with data.terms: the terms read in the source, nothing enforced
             with terms_not_enforced():
                 arms[f"{name}glossary read, not enforced"] = timed(
@@ -181,10 +234,10 @@ def main() -> None:
           f"{' '.join(args.runs)} | {len(rows)} sentences of {where}, one term each")
     print(f"(p: paired bootstrap against {order[0]})")
     print("| search | term used (whole word) | broken: any / sentence added / term inside a word / over 1.3x "
-          "| BLEU (p) | chrF (p) | beam 5 sent/s |\n|---|---|---|---|---|---|---|")
+          "/ elision missed | BLEU (p) | chrF (p) | beam 5 sent/s |\n|---|---|---|---|---|---|---|")
     for name, (seconds, out) in arms.items():
         used = sum(holds(o, r[3]) for o, r in zip(out, rows))
-        kinds = [broken(o, q, r[3]) for o, q, r in zip(out, plain[name], rows)]
+        kinds = [broken(o, q, r[3], lang) for o, q, r in zip(out, plain[name], rows)]
         parts = [sum(k[key] for k in kinds) for key in kinds[0]]
         s = score(out, refs, target_lang=lang)
         pb = p.get(name, {})
@@ -195,7 +248,7 @@ def main() -> None:
               + f" | {s.bleu:.2f}{bleu_p} | {s.chrf:.2f}{chrf_p} | {len(rows) / seconds:.1f} |")
     if args.show:
         for name, (_, out) in arms.items():
-            shown = [(r, q, o, [k for k, bad in broken(o, q, r[3]).items() if bad])
+            shown = [(r, q, o, [k for k, bad in broken(o, q, r[3], lang).items() if bad])
                      for o, q, r in zip(out, plain[name], rows) if not name.endswith("no glossary")]
             for row, without, output, kinds in [item for item in shown if item[3]]:
                 print(f"\n[{name}: {', '.join(kinds)}] {row[2]} -> {row[3]}\n  source:      {row[0]}\n"

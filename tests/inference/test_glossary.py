@@ -15,7 +15,7 @@ from nmt.data.vocab import SPECIALS, Vocab
 from nmt.errors import NmtError
 from nmt.inference.constraints import Pieces, Progress, sentence_rules
 from nmt.inference.ensemble import Ensemble
-from nmt.inference.glossary import Glossary, closes, holds, pieces_of
+from nmt.inference.glossary import Glossary, closes, elided_form, holds, pieces_of
 from nmt.inference.sampling import Sampling, samples
 from nmt.inference.search import Sources, Specials, beam_search, forced, greedy
 from nmt.model import build_model
@@ -404,3 +404,39 @@ def test_only_a_twin_that_left_the_terms_words_confirms_the_credit():
     running = torch.tensor([[-3.0, -3.0, -0.5]])
     assert _credited(running, live, [0], {id(parent)}).tolist() == [[-1.5, -3.0, -0.5]]
     assert _credited(running, live, [0], set()) is running
+
+
+ELISION_VOCAB = Vocab(list(SPECIALS) + ["▁l", "'", "▁ami", "ami", "▁vu", "."])
+L, APOSTROPHE, AMI_WORD, AMI_GLUED = (ELISION_VOCAB.stoi[p] for p in ("▁l", "'", "▁ami", "ami"))
+
+
+def test_after_an_apostrophe_a_vowel_term_is_written_glued_to_it():
+    torch.manual_seed(0)  # a real model that would end at once, and never writes "ami" of its own
+    model = build_model(ModelConfig(embed_size=8, hidden_size=16, num_layers=1), ELISION_VOCAB, ELISION_VOCAB).eval()
+    with torch.no_grad():
+        model.decoder.out.bias[ELISION_VOCAB.eos_id] += 30.0
+        model.decoder.out.bias[[AMI_WORD, AMI_GLUED]] -= 30.0
+    pieces = pieces_of(ELISION_VOCAB.itos, subword=True)
+    assert pieces.elisions == {APOSTROPHE}
+    src = torch.tensor([[ELISION_VOCAB.stoi["▁vu"], ELISION_VOCAB.stoi["▁l"], ELISION_VOCAB.eos_id]] * 2)
+    specials = Specials(ELISION_VOCAB.bos_id, ELISION_VOCAB.eos_id)
+
+    def outputs(elided, how, prefix=(L, APOSTROPHE)):  # "l'" as the prefix: the term is owed after its apostrophe
+        rules = [sentence_rules(None, i, prefix, [(AMI_WORD,)], pieces, elided=elided) for i in range(2)]
+        batch = Sources(src, torch.full((2,), 3), torch.full((2,), 6), rules)
+        hyps = [greedy(model, batch, specials)] if how == "greedy" else beam_search(model, batch, specials, 4, nbest=3)
+        return [h.tokens for found in hyps for h in found]
+
+    for how in ("greedy", "beam"):
+        assert all(o[:3] == [L, APOSTROPHE, AMI_WORD] for o in outputs([], how))  # without the elided form: "l' ami"
+        assert all(o[:3] == [L, APOSTROPHE, AMI_GLUED] and AMI_WORD not in o for o in outputs([(AMI_GLUED,)], how))
+        assert all(o[0] == AMI_WORD and AMI_GLUED not in o for o in outputs([(AMI_GLUED,)], how, ()))  # a word elsewhere
+
+
+def test_a_terms_elided_form_is_what_the_tokenizer_writes_after_an_apostrophe(protected_run):
+    tokenizer = nmt.load(protected_run).tokenizer
+    glued = elided_form("amis", tokenizer.target_tokens, "fr")
+    assert glued and not glued[0].startswith("▁") and "".join(glued) == "amis"
+    assert tokenizer.target_tokens(["l'amis"])[0][-len(glued):] == glued
+    assert elided_form("chats", tokenizer.target_tokens, "fr") == []  # a consonant: never after an elision
+    assert elided_form("amis", tokenizer.target_tokens, "de") == []  # a language that does not elide so

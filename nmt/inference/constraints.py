@@ -195,7 +195,8 @@ class Rules:
     def owed(self, progress: Progress) -> frozenset[int]:
         """The tokens that would advance a term not yet written: its next piece, or a new start."""
         forms = self._forms
-        starts = {forms.tokens[forms.start(i, progress.elided)][0] for i in range(len(self.terms)) if i not in progress.met}
+        starts = {forms.tokens[forms.start(i, progress.elided)][0] for i in range(len(self.terms))
+                  if i not in progress.met}
         return frozenset(starts | {forms.tokens[form][done] for form, done in progress.begun})
 
     def bank(self, progress: Progress) -> int:

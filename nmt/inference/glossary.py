@@ -113,7 +113,7 @@ def holds(text: str, term: str, ignore_case: bool = False) -> bool:
 
 
 ELIDING_LANGUAGES = frozenset({"fr", "it", "ca"})  # "l'", "d'", "dell'" before a vowel, the next word glued on
-ELIDES = re.compile(r"[aeiouyhàâäéèêëîïôöùûüœæ]", re.IGNORECASE)  # a first letter such words elide before
+ELIDES = re.compile(r"[aeiouyhàâäéèêëîïôöùûüœæ]", re.IGNORECASE)  # the first letters words elide before
 APOSTROPHE = re.compile(r".*['’]")  # a piece ending in one: a word written after it is glued to it
 ELIDED_BY = "l'"  # what a term is written after to see it as the tokenizer writes it after an elision
 

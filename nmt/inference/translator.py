@@ -441,7 +441,8 @@ class Translator:
         sources = Sources(pad([s.ids for s in batch], self.src_vocab.pad_id).to(self.device),
                           torch.tensor([len(s.ids) for s in batch], device=self.device),
                           torch.tensor([s.cap for s in batch], device=self.device), [s.rules for s in batch])
+        policy = beam_for(beam, sources.rules)
         found = samples(self.model, sources, self.specials, nbest, sample, self.cfg.length_penalty) if sample \
-            else search(self.model, sources, self.specials, beam_for(beam, sources.rules), self.cfg.length_penalty, nbest)
+            else search(self.model, sources, self.specials, policy, self.cfg.length_penalty, nbest)
         return elision.elided(self.model, sources, self.specials, found, self.tgt_vocab, self.tokenizer,
                               self.cfg.length_penalty)  # "l'automobile", not "la automobile"

@@ -69,7 +69,8 @@ DEFAULT_TERMS = {"de": EN_DE, "fr": EN_FR}
 EN_FR_ELIDED = [("plane", "avion", "aéronef"), ("car", "voiture", "automobile"), ("boss", "patron", "employeur"),
                 ("computer", "ordinateur", "ordi"), ("apartment", "appartement", "appart"),
                 ("man", "homme", "individu"), ("idea", "idée", "intuition"), ("teacher", "professeur", "enseignant"),
-                ("meeting", "réunion", "assemblée"), ("letter", "lettre", "épître"), ("house", "maison", "habitation")]
+                ("meeting", "réunion", "assemblée"), ("letter", "lettre", "épître"),
+                ("house", "maison", "habitation")]
 SENTENCE_END = re.compile(r"[.!?](?=\s|$)")
 VOWEL = re.compile(r"[aeiouyhàâéèêîôœ]", re.IGNORECASE)
 
@@ -81,7 +82,8 @@ def test_set(pairs: list[tuple[str, str]], terms, count: int) -> list[tuple[str,
         found = [(word, usual, term) for word, usual, term in terms if holds(source, word, ignore_case=True)]
         if len(found) == 1 and holds(reference, found[0][1]):
             word, usual, term = found[0]
-            out.append((source, elided_reference(re.sub(rf"\b{re.escape(usual)}\b", term, reference), term), word, term))
+            reference = elided_reference(re.sub(rf"\b{re.escape(usual)}\b", term, reference), term)
+            out.append((source, reference, word, term))
     return out[:count]
 
 

@@ -325,6 +325,9 @@ class TrainConfig:
 class DecodeConfig:
     beam_size: int = 5  # beam search, as OpenNMT-py and fairseq decode unless told otherwise; 1: greedy search
     length_penalty: float = 1.0  # beam scores are divided by length^length_penalty; 0: raw log-probs
+    # the same for a sentence with glossary terms: a term the model would not pick costs every hypothesis
+    # that holds it, and dividing by the length lets longer ones spread that cost thin (docs/results.md)
+    glossary_length_penalty: float = 0.6
     batch_size: int = 128
     max_input_len: int = 100  # longer inputs are truncated with a warning
     max_output_ratio: float = 2.0  # output cap: ratio * source length + extra tokens
@@ -339,7 +342,8 @@ class DecodeConfig:
     def __post_init__(self) -> None:
         _positive("decode", beam_size=self.beam_size, batch_size=self.batch_size,
                   max_input_len=self.max_input_len, max_output_ratio=self.max_output_ratio)
-        _at_least("decode", 0, max_output_extra=self.max_output_extra, length_penalty=self.length_penalty)
+        _at_least("decode", 0, max_output_extra=self.max_output_extra, length_penalty=self.length_penalty,
+                  glossary_length_penalty=self.glossary_length_penalty)
         _one_of("decode", ENSEMBLE_COMBINATIONS, ensemble=self.ensemble)
 
 

@@ -54,7 +54,8 @@ def rewritten(pieces: Sequence[str], terms: Sequence[Sequence[str]],
 def elided(model, sources: Sources, specials: Specials, found: list[list[Hypothesis]], vocab: Vocab,
            tokenizer: Tokenizer, length_penalty: float) -> list[list[Hypothesis]]:
     """Each sentence's hypotheses (`found`, one list a source) with the word before each of its
-    glossary terms elided where French needs it, rescored by the model, best first (`found`
+    glossary terms elided where French needs it, rescored by the model (normalized by the
+    glossary's `length_penalty`), best first (`found`
     itself where nothing changes: another target language, a word tokenizer, no terms)."""
     if tokenizer.target_lang != LANGUAGE or tokenizer.kind != "subword" or sources.rules is None:
         return found

@@ -67,7 +67,7 @@ class WordSplit:
 class Translation:
     text: str  # plain text, as `nmt translate` prints it
     tokenized: str  # lowercased and tokenized: the legacy form (`nmt translate --tokenized`)
-    score: float  # log-probability / length^decode.length_penalty, <eos> counted: what beams rank by
+    score: float  # log-probability / length^decode.length_penalty (glossary_length_penalty with terms), <eos> counted
     # (with a glossary, a term written in the place of the model's own word is credited part of its score)
     tokens: list[str]  # the output pieces (or words) as the model wrote them, <eos> excluded
     token_scores: list[float] = field(default_factory=list)  # each token's natural-log probability, <eos> last
@@ -443,6 +443,7 @@ class Translator:
                           torch.tensor([s.cap for s in batch], device=self.device), [s.rules for s in batch])
         policy = beam_for(beam, sources.rules)
         found = samples(self.model, sources, self.specials, nbest, sample, self.cfg.length_penalty) if sample \
-            else search(self.model, sources, self.specials, policy, self.cfg.length_penalty, nbest)
+            else search(self.model, sources, self.specials, policy, self.cfg.length_penalty, nbest,
+                        self.cfg.glossary_length_penalty)
         return elision.elided(self.model, sources, self.specials, found, self.tgt_vocab, self.tokenizer,
-                              self.cfg.length_penalty)  # "l'automobile", not "la automobile"
+                              self.cfg.glossary_length_penalty)  # "l'automobile", not "la automobile"

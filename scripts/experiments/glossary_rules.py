@@ -175,6 +175,8 @@ def main() -> None:
     parser.add_argument("--src", type=Path)
     parser.add_argument("--ref", type=Path)
     parser.add_argument("--data", help="a corpus: its test split instead of --src/--ref")
+    parser.add_argument("--split", choices=("test", "valid"), default="test", help="with --data: valid, to choose "
+                        "a setting without reading the test split")
     parser.add_argument("--terms", type=Path, help="source word<TAB>usual target word<TAB>term lines")
     parser.add_argument("--elided", action="store_true", help="French terms that begin with a vowel (EN_FR_ELIDED), "
                         "with the search's elided forms off as one more arm")
@@ -191,8 +193,8 @@ def main() -> None:
         tuple(line.split("\t")) for line in args.terms.read_text(encoding="utf-8").splitlines() if line.strip()]
     if args.data:
         data = loaded.cfg.data
-        pairs = [pair.raw for pair in load_splits(resolve_corpus(args.data, data), cfg=data).test]
-        where = f"the test split of {args.data}"
+        pairs = [pair.raw for pair in getattr(load_splits(resolve_corpus(args.data, data), cfg=data), args.split)]
+        where = f"the {args.split} split of {args.data}"
     else:
         pairs = list(zip(args.src.read_text(encoding="utf-8").splitlines(),
                          args.ref.read_text(encoding="utf-8").splitlines()))

@@ -17,7 +17,7 @@ from nmt.inference.constraints import Pieces, Progress, sentence_rules
 from nmt.inference.ensemble import Ensemble
 from nmt.inference.glossary import Glossary, closes, elided_form, holds, pieces_of
 from nmt.inference.sampling import Sampling, samples
-from nmt.inference.search import Sources, Specials, beam_search, forced, greedy
+from nmt.inference.search import Sources, Specials, beam_for, beam_search, forced, greedy, search
 from nmt.model import build_model
 
 NEVER = [WORDS[5], WORDS[6], WORDS[7]]  # words the model below never writes on its own
@@ -441,3 +441,25 @@ def test_a_terms_elided_form_is_what_the_tokenizer_writes_after_an_apostrophe(pr
     assert tokenizer.target_tokens(["l'amis"])[0][-len(glued):] == glued
     assert elided_form("chats", tokenizer.target_tokens, "fr") == []  # a consonant: never after an elision
     assert elided_form("amis", tokenizer.target_tokens, "de") == []  # a language that does not elide so
+
+
+def test_a_sentence_with_glossary_terms_is_ranked_by_its_own_length_penalty():
+    model = _biased_against(NEVER)
+    src, lens = sources(2)
+    rules = [sentence_rules(None, 0, terms=[(NEVER[0],)]), sentence_rules(None, 1)]
+    batch = Sources(src, lens, torch.full((2,), 8), rules)
+    termed, plain = beam_search(model, batch, TARGET_IDS, 4, length_penalty=1.0, nbest=3)
+    glossed, unchanged = search(model, batch, TARGET_IDS, beam_for(4, rules), 1.0, 3, glossary_length_penalty=0.6)
+    for h in glossed:
+        assert h.normalized == pytest.approx(h.score / (len(h.tokens) + 1) ** 0.6)
+    assert [h.tokens for h in unchanged] == [h.tokens for h in plain]  # a sentence without terms: as before
+    assert all(h.normalized == pytest.approx(h.score / (len(h.tokens) + 1)) for h in unchanged)
+    assert {tuple(h.tokens) for h in glossed} == {tuple(h.tokens) for h in termed}  # the same ended, ranked anew
+
+
+def test_translate_ranks_glossary_sentences_by_decode_glossary_length_penalty(protected_run):
+    model = nmt.load(protected_run)
+    glossed, plain = model.translations(["I see a cat.", "I see a dog."], beam=4,
+                                        glossary=[{"cat": "chats"}, None])
+    assert glossed.score == pytest.approx(sum(glossed.token_scores) / (len(glossed.tokens) + 1) ** 0.6, rel=1e-4)
+    assert plain.score == pytest.approx(sum(plain.token_scores) / (len(plain.tokens) + 1), rel=1e-4)

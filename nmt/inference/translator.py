@@ -441,9 +441,12 @@ class Translator:
         sources = Sources(pad([s.ids for s in batch], self.src_vocab.pad_id).to(self.device),
                           torch.tensor([len(s.ids) for s in batch], device=self.device),
                           torch.tensor([s.cap for s in batch], device=self.device), [s.rules for s in batch])
-        policy = beam_for(beam, sources.rules)
-        found = samples(self.model, sources, self.specials, nbest, sample, self.cfg.length_penalty) if sample \
-            else search(self.model, sources, self.specials, policy, self.cfg.length_penalty, nbest,
-                        self.cfg.glossary_length_penalty)
+        cfg = self.cfg
+        if sample is not None:
+            found = samples(self.model, sources, self.specials, nbest, sample, cfg.length_penalty,
+                            cfg.glossary_length_penalty)
+        else:
+            found = search(self.model, sources, self.specials, beam_for(beam, sources.rules), cfg.length_penalty,
+                           nbest, cfg.glossary_length_penalty)
         return elision.elided(self.model, sources, self.specials, found, self.tgt_vocab, self.tokenizer,
                               self.cfg.glossary_length_penalty)  # "l'automobile", not "la automobile"

@@ -463,3 +463,9 @@ def test_translate_ranks_glossary_sentences_by_decode_glossary_length_penalty(pr
                                         glossary=[{"cat": "chats"}, None])
     assert glossed.score == pytest.approx(sum(glossed.token_scores) / (len(glossed.tokens) + 1) ** 0.6, rel=1e-4)
     assert plain.score == pytest.approx(sum(plain.token_scores) / (len(plain.tokens) + 1), rel=1e-4)
+
+
+def test_samples_of_a_glossary_sentence_are_ranked_by_its_length_penalty(protected_run):
+    model = nmt.load(protected_run)
+    drawn = model.nbest(["I see a cat."], n=3, sample=Sampling(seed=1), glossary={"cat": "chats"})[0]
+    assert all(h.score == pytest.approx(sum(h.token_scores) / (len(h.tokens) + 1) ** 0.6, rel=1e-4) for h in drawn)

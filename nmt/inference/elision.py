@@ -54,9 +54,10 @@ def rewritten(pieces: Sequence[str], terms: Sequence[Sequence[str]],
 def elided(model, sources: Sources, specials: Specials, found: list[list[Hypothesis]], vocab: Vocab,
            tokenizer: Tokenizer, length_penalty: float) -> list[list[Hypothesis]]:
     """Each sentence's hypotheses (`found`, one list a source) with the word before each of its
-    glossary terms elided where French needs it, rescored by the model (normalized by the
-    glossary's `length_penalty`), best first (`found`
-    itself where nothing changes: another target language, a word tokenizer, no terms)."""
+    glossary terms elided where French needs it, best first; a rewritten one scored again by the
+    model (normalized by the glossary's `length_penalty`; without the search's credit for a term
+    in the place of the model's own word). `found` itself where nothing changes: another target
+    language, a word tokenizer, no terms."""
     if tokenizer.target_lang != LANGUAGE or tokenizer.kind != "subword" or sources.rules is None:
         return found
     todo: list[tuple[int, int, list[int]]] = []

@@ -2,6 +2,8 @@
 has its target term in the translation, through the one constrained search (greedy, beam, n-best,
 sampling, ensembles, both engines), with the number rules still kept."""
 
+import dataclasses
+
 import pytest
 import torch
 from helpers.engines import engines
@@ -459,9 +461,15 @@ def test_a_sentence_with_glossary_terms_is_ranked_by_its_own_length_penalty():
 
 def test_translate_ranks_glossary_sentences_by_decode_glossary_length_penalty(protected_run):
     model = nmt.load(protected_run)
-    glossed, plain = model.translations(["I see a cat.", "I see a dog."], beam=4,
-                                        glossary=[{"cat": "chats"}, None])
-    assert glossed.score == pytest.approx(sum(glossed.token_scores) / (len(glossed.tokens) + 1) ** 0.6, rel=1e-4)
+    texts, glossary = ["I see a cat.", "I see a dog."], [{"cat": "chats"}, None]
+    ranked = {}
+    for penalty in (0.6, 1.0):
+        model.cfg = dataclasses.replace(model.cfg, glossary_length_penalty=penalty)
+        ranked[penalty] = model.translations(texts, beam=4, glossary=glossary)
+    (glossed, plain), (glossed_1, plain_1) = ranked[0.6], ranked[1.0]
+    assert glossed.tokens == glossed_1.tokens and plain == plain_1  # (the sentence without terms: as it was)
+    length = len(glossed.tokens) + 1  # the same score (with any credit for the term), normalized by length^0.6
+    assert glossed.score * length ** 0.6 == pytest.approx(glossed_1.score * length, rel=1e-4)
     assert plain.score == pytest.approx(sum(plain.token_scores) / (len(plain.tokens) + 1), rel=1e-4)
 
 

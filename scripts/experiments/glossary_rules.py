@@ -127,7 +127,8 @@ def terms_not_enforced():
 def placement_off():
     """Search without the rule that writes a term where the attention reads its source words."""
     original = translator.sentence_rules
-    translator.sentence_rules = lambda *given: original(*given[:6], (), *given[7:])  # (its source positions not given)
+    # (its source positions not given)
+    translator.sentence_rules = lambda *given: original(*given[:6], (), *given[7:])
     try:
         yield
     finally:
@@ -179,7 +180,7 @@ def main() -> None:
                         "a setting without reading the test split")
     parser.add_argument("--terms", type=Path, help="source word<TAB>usual target word<TAB>term lines")
     parser.add_argument("--elided", action="store_true", help="French terms that begin with a vowel (EN_FR_ELIDED), "
-                        "with the search's elided forms off as one more arm")
+                        "and two more arms: the search without its elided forms, and without the rewrite")
     parser.add_argument("--sentences", type=int, default=200)
     parser.add_argument("--against", help="the arm the paired bootstrap compares with (default: the first)")
     parser.add_argument("--show", action="store_true", help="print each glossary arm's broken outputs beside "

@@ -137,7 +137,7 @@ class Rules:
         if token not in self._term_tokens:  # most tokens of a search: no term moves, those under way start over
             used = progress.used | {token} if token in self.once else progress.used
             closed = progress.closed + (token in self.pieces.closers)
-            elided = bool(self.elided) and token in self.pieces.elisions
+            elided = token in self._elisions
             if (not progress.begun and not progress.after_term and used is progress.used
                     and closed == progress.closed and elided == progress.elided):
                 return progress
@@ -162,7 +162,7 @@ class Rules:
         used = progress.used | {token} if token in self.once else progress.used
         after_term = any(term < self.words for term in met.difference(before))
         closed = progress.closed + (token in self.pieces.closers)
-        elided = bool(self.elided) and token in self.pieces.elisions
+        elided = token in self._elisions
         return Progress(frozenset(met), frozenset((f, d) for f, d in begun if forms.term_of[f] not in met), used,
                         after_term, closed, elided)
 
@@ -252,6 +252,12 @@ class Rules:
     @cached_property
     def _advanced(self) -> dict[tuple[Progress, int], Progress]:
         return {}
+
+    @cached_property
+    def _elisions(self) -> frozenset[int]:
+        """The pieces ending in an apostrophe, where a term has a form written after one (else none:
+        what a hypothesis writes before a term then changes nothing)."""
+        return self.pieces.elisions if self.elided else frozenset()
 
     @cached_property
     def _forms(self) -> TermForms:

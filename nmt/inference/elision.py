@@ -19,13 +19,14 @@ import torch
 
 from nmt.data.tokenizer import WORD_START, Tokenizer
 from nmt.data.vocab import Vocab
+from nmt.inference.glossary import VOWELS
 from nmt.inference.search import Hypothesis, Sources, Specials, forced, hypothesis
 
 LANGUAGE = "fr"
 BEFORE_A_VOWEL = {"le": "l'", "la": "l'", "de": "d'", "je": "j'", "me": "m'", "te": "t'", "se": "s'", "ne": "n'",
                   "que": "qu'", "jusque": "jusqu'", "lorsque": "lorsqu'", "puisque": "puisqu'",
                   "du": "de l'", "au": "à l'", "ce": "cet ", "ma": "mon ", "ta": "ton ", "sa": "son "}
-VOWEL = re.compile(r"[aeiouyàâäéèêëîïôöùûüœæ]", re.IGNORECASE)
+VOWEL = re.compile(f"[{VOWELS}]", re.IGNORECASE)  # (glossary.ELIDES less h)
 
 
 def rewritten(pieces: Sequence[str], terms: Sequence[Sequence[str]],

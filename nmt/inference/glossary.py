@@ -113,7 +113,8 @@ def holds(text: str, term: str, ignore_case: bool = False) -> bool:
 
 
 ELIDING_LANGUAGES = frozenset({"fr", "it", "ca"})  # "l'", "d'", "dell'" before a vowel, the next word glued on
-ELIDES = re.compile(r"[aeiouyhàâäéèêëîïôöùûüœæ]", re.IGNORECASE)  # the first letters words elide before
+VOWELS = "aeiouyàâäéèêëîïôöùûüœæ"
+ELIDES = re.compile(f"[{VOWELS}h]", re.IGNORECASE)  # the first letters words elide before
 APOSTROPHE = re.compile(r".*['’]")  # a piece ending in one: a word written after it is glued to it
 ELIDED_BY = "l'"  # what a term is written after to see it as the tokenizer writes it after an elision
 

@@ -131,8 +131,7 @@ def _definitions(path: Path):
 # each way of translating over one record per sentence: 145 lines when its records came in, 167 when
 # its decoding gained the French elision step and the glossary length penalty, 2026-11-28; Rules, the
 # one constraint state, passed 160 at the same time and split how a term may be written off into
-# TermForms); a
-# command, which parses its arguments and calls the library (`nmt train` has 15 options: 49).
+# TermForms); a command, which parses its arguments and calls the library (`nmt train` has 15 options: 49).
 LOOP_LINES, FUNCTION_LINES, CLASS_LINES, COMMAND_LINES = 260, 100, 170, 60
 
 

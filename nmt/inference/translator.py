@@ -449,4 +449,4 @@ class Translator:
             found = search(self.model, sources, self.specials, beam_for(beam, sources.rules), cfg.length_penalty,
                            nbest, cfg.glossary_length_penalty)
         return elision.elided(self.model, sources, self.specials, found, self.tgt_vocab, self.tokenizer,
-                              self.cfg.glossary_length_penalty)  # "l'automobile", not "la automobile"
+                              cfg.glossary_length_penalty)  # "l'automobile", not "la automobile"

@@ -9,8 +9,8 @@ gives is never touched, and a resumed run keeps what it chose.
 - The size band (pairs, counted up to COUNT_UP_TO): a corpus below SMALL_CORPUS pairs (Multi30k's
   29k captions) gets a smaller vocabulary, about one piece per PAIRS_PER_PIECE pairs (2,000 for
   29k: +1.4 / +1.6 test BLEU over 5,000 at 30 minutes on Multi30k en->de, two seeds, chrF level;
-  +0.6 BLEU and chrF on fra-eng's 29k subset at 10 minutes; Sennrich and Zhang
-  (2019) found small vocabularies best for RNN models on small corpora: each piece is seen more often), and the
+  +0.6 BLEU and chrF on fra-eng's 29k subset at 10 minutes; Sennrich and Zhang (2019) found small
+  vocabularies best for RNN models on small corpora: each piece is seen more often), and the
   regularization a small corpus needs: dropout between layers, on the embeddings and on the
   decoder's outputs, and label smoothing (LIUM-CVC's Multi30k systems and OpenNMT-py drop out all
   three places), and twice fra-eng's learning rate: a small corpus's budget ends long before its

@@ -6,27 +6,25 @@ that word before a vowel: "de l'automobile", "d'automobile", "à l'", "cet", "mo
 unwrite a word it has written, so each finished output whose term follows such a word is
 rewritten so (`rewritten`), and then scored again by the model (`elided`: forced decoding), so
 that its scores are the model's own for the text it returns. Only French targets, terms that begin
-with a vowel (not h: "le héros" keeps its article), and the one word right before the term; after
-an apostrophe search itself writes the term glued (`Rules.elided`).
+with a vowel or a silent h ("l'hôtel"; an aspirated h keeps its article: "le héros"), and the one
+word right before the term; after an apostrophe search itself writes the term glued (`Rules.elided`).
 """
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable, Sequence
 
 import torch
 
 from nmt.data.tokenizer import WORD_START, Tokenizer
 from nmt.data.vocab import Vocab
-from nmt.inference.glossary import VOWELS
+from nmt.inference.glossary import elides_before
 from nmt.inference.search import Hypothesis, Sources, Specials, forced, hypothesis
 
 LANGUAGE = "fr"
 BEFORE_A_VOWEL = {"le": "l'", "la": "l'", "de": "d'", "je": "j'", "me": "m'", "te": "t'", "se": "s'", "ne": "n'",
                   "que": "qu'", "jusque": "jusqu'", "lorsque": "lorsqu'", "puisque": "puisqu'",
                   "du": "de l'", "au": "à l'", "ce": "cet ", "ma": "mon ", "ta": "ton ", "sa": "son "}
-VOWEL = re.compile(f"[{VOWELS}]", re.IGNORECASE)  # (glossary.ELIDES less h)
 
 
 def rewritten(pieces: Sequence[str], terms: Sequence[Sequence[str]],
@@ -36,7 +34,7 @@ def rewritten(pieces: Sequence[str], terms: Sequence[Sequence[str]],
     out, changed = list(pieces), False
     for term in terms:
         text = "".join(term).replace(WORD_START, " ").strip()
-        if not term or not term[0].startswith(WORD_START) or not VOWEL.match(text):
+        if not term or not term[0].startswith(WORD_START) or not elides_before(text):
             continue
         at = next((i for i in range(1, len(out) - len(term) + 1) if list(out[i:i + len(term)]) == list(term)), None)
         word = next((j for j in range(at - 1, -1, -1) if out[j].startswith(WORD_START)), None) if at else None

@@ -115,6 +115,23 @@ def holds(text: str, term: str, ignore_case: bool = False) -> bool:
 ELIDING_LANGUAGES = frozenset({"fr", "it", "ca"})  # "l'", "d'", "dell'" before a vowel, the next word glued on
 VOWELS = "aeiouyàâäéèêëîïôöùûüœæ"
 ELIDES = re.compile(f"[{VOWELS}h]", re.IGNORECASE)  # the first letters words elide before
+# French elides before most h-words ("l'hôtel", "l'habitation") but not before an aspirated h ("le
+# héros", "la hache"): the common ones, by the beginnings they share with no silent-h word
+# ("hont" is honte but not honneur; "héros" alone, since héroïne elides).
+ASPIRATED_H = ("hach", "hagard", "haie", "haill", "hain", "haï", "hâl", "halet", "hall", "halte", "hamac",
+               "hamburger", "hameau", "hamster", "hanche", "handball", "handicap", "hangar", "hanneton", "hant",
+               "happ", "harang", "harcel", "hardi", "hareng", "hargn", "haricot", "harnais", "harp", "hasard",
+               "hâte", "hâtiv", "hauss", "haut", "havre", "hennir", "hériss", "hernie", "héron", "héros", "herse",
+               "hêtre", "heurt", "hibou", "hideu", "hiérarch", "hiss", "hoch", "hockey", "hollan", "homard",
+               "hongr", "hont", "hoquet", "horde", "hors", "hotte", "houblon", "houle", "houpp", "houss", "houx",
+               "hublot", "hué", "huer", "huit", "hurl", "hutte")
+
+
+def elides_before(word: str) -> bool:
+    """Whether the word before `word` elides in French ("l'ami", "l'hôtel"; not "le héros")."""
+    return bool(ELIDES.match(word)) and not word.lower().startswith(ASPIRATED_H)
+
+
 APOSTROPHE = re.compile(r".*['’]")  # a piece ending in one: a word written after it is glued to it
 ELIDED_BY = "l'"  # what a term is written after to see it as the tokenizer writes it after an elision
 
@@ -144,7 +161,7 @@ def pieces_of(itos: Sequence[str], subword: bool) -> Pieces:
 def elided_form(term: str, target_tokens: Callable[[list[str]], list[list[str]]], lang: str) -> list[str]:
     """`term`'s pieces as the target's tokenizer writes them glued to an elided word ("l'aéronef":
     ▁l ' a ér one f), in a language that elides before a vowel; [] where it would not be elided so."""
-    if lang not in ELIDING_LANGUAGES or not ELIDES.match(term):
+    if lang not in ELIDING_LANGUAGES or not elides_before(term):
         return []
     pieces = target_tokens([ELIDED_BY + term])[0]
     after = next((i + 1 for i, piece in enumerate(pieces) if APOSTROPHE.fullmatch(piece.lstrip(WORD_START))), None)

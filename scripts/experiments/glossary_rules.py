@@ -50,7 +50,7 @@ from nmt.inference import elision, translator  # noqa: E402
 from nmt.inference.constraints import Pieces, Rules  # noqa: E402
 from nmt.inference.engines import engine_device  # noqa: E402
 from nmt.inference.translator import Translator  # noqa: E402
-from nmt.inference.glossary import ELIDES, holds  # noqa: E402
+from nmt.inference.glossary import elides_before, holds  # noqa: E402
 from nmt.model.checkpoint import load_models  # noqa: E402
 from scripts.benchmarks.race import paired  # noqa: E402
 
@@ -88,7 +88,7 @@ def test_set(pairs: list[tuple[str, str]], terms, count: int) -> list[tuple[str,
 
 def elided_reference(reference: str, term: str) -> str:
     """`reference` with the articles before a vowel-initial `term` elided as French writes them."""
-    if not ELIDES.match(term):
+    if not elides_before(term):
         return reference
     word = re.escape(term)
     for before, after in (("le", "l'"), ("la", "l'"), ("de", "d'"), ("du", "de l'"), ("au", "à l'")):
@@ -100,7 +100,7 @@ def elided_reference(reference: str, term: str) -> str:
 def elision_missed(output: str, term: str) -> bool:
     """Whether a French `output` writes a vowel-initial `term` after a word that elides before it,
     unelided ("la automobile", "de aéronef") or spaced from its apostrophe ("l' aéronef")."""
-    return bool(ELIDES.match(term)) and re.search(
+    return elides_before(term) and re.search(
         rf"(?:\b(?:le|la|de|je|me|te|se|ne|ce|que)\s+|['’]\s+){re.escape(term)}\b", output, re.IGNORECASE) is not None
 
 

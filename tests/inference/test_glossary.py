@@ -17,7 +17,7 @@ from nmt.data.vocab import SPECIALS, Vocab
 from nmt.errors import NmtError
 from nmt.inference.constraints import Pieces, Progress, sentence_rules
 from nmt.inference.ensemble import Ensemble
-from nmt.inference.glossary import Glossary, closes, elided_form, holds, pieces_of
+from nmt.inference.glossary import Glossary, closes, elided_form, elides_before, holds, pieces_of
 from nmt.inference.sampling import Sampling, samples
 from nmt.inference.search import Sources, Specials, beam_for, beam_search, forced, greedy, search
 from nmt.model import build_model
@@ -443,6 +443,14 @@ def test_a_terms_elided_form_is_what_the_tokenizer_writes_after_an_apostrophe(pr
     assert tokenizer.target_tokens(["l'amis"])[0][-len(glued):] == glued
     assert elided_form("chats", tokenizer.target_tokens, "fr") == []  # a consonant: never after an elision
     assert elided_form("amis", tokenizer.target_tokens, "de") == []  # a language that does not elide so
+    assert elided_form("hache", tokenizer.target_tokens, "fr") == []  # an aspirated h: "la hache"
+
+
+@pytest.mark.parametrize("word, elides", [("ami", True), ("hôtel", True), ("habitation", True), ("homme", True),
+                                          ("honneur", True), ("héroïne", True), ("héros", False), ("honte", False),
+                                          ("Hache", False), ("haut", False), ("chat", False)])
+def test_french_elides_before_a_vowel_and_a_silent_h_not_an_aspirated_one(word, elides):
+    assert elides_before(word) is elides
 
 
 def test_a_sentence_with_glossary_terms_is_ranked_by_its_own_length_penalty():

@@ -125,6 +125,7 @@ class Rules:
     closes: int = 0  # the closers an output may write while it owes a glossary term: the source's, less one
     sources: tuple[frozenset[int], ...] = ()  # each glossary term's source positions (empty: not known)
     elided: tuple[tuple[int, ...], ...] = ()  # each glossary term as written after an elision (empty: not so)
+    length_penalty: float | None = None  # its outputs ranked by score / length^this (None: as the search ranks)
     # (a term under way is (form, pieces written) of `_forms`: the terms as given, then the elided ones)
 
     @property
@@ -324,11 +325,13 @@ def token_tensor(tokens: Iterable[int], device: torch.device) -> torch.Tensor:
 
 def sentence_rules(spans: SpanRule | None, sentence: int, prefix: Sequence[int] = (),
                    terms: Sequence[Sequence[int]] = (), pieces: Pieces = Pieces(), closes: int = 0,
-                   sources: Sequence[Iterable[int]] = (), elided: Sequence[Sequence[int]] = ()) -> Rules:
+                   sources: Sequence[Iterable[int]] = (), elided: Sequence[Sequence[int]] = (),
+                   length_penalty: float | None = None) -> Rules:
     """One sentence's rules: its prefix, its glossary terms (target ids: whole words of `pieces`,
     placed before the last of its source's closes + 1 sentences, where attention reads their
     `sources` positions, if known; written in their `elided` form, where one is given, right after
-    an apostrophe) and its numbers: its own
+    an apostrophe; the sentence's outputs then ranked by their own `length_penalty`, if given) and
+    its numbers: its own
     placeholders at most once (strict: each a term it must write, and no digit of its own), no
     other sentence's."""
     own = spans.own(sentence) if spans is not None else []
@@ -338,4 +341,5 @@ def sentence_rules(spans: SpanRule | None, sentence: int, prefix: Sequence[int] 
         return NO_RULES
     elided = tuple(tuple(form) for form in elided)[:len(terms)] if any(elided) else ()
     return Rules(tuple(prefix), tuple(tuple(t) for t in terms) + tuple(placeholders), frozenset(own), refused,
-                 len(terms), pieces, closes, tuple(frozenset(where) for where in sources)[:len(terms)], elided)
+                 len(terms), pieces, closes, tuple(frozenset(where) for where in sources)[:len(terms)], elided,
+                 length_penalty if terms else None)

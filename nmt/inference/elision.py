@@ -54,9 +54,9 @@ def elided(model, sources: Sources, specials: Specials, found: list[list[Hypothe
            tokenizer: Tokenizer, length_penalty: float) -> list[list[Hypothesis]]:
     """Each sentence's hypotheses (`found`, one list a source) with the word before each of its
     glossary terms elided where French needs it, best first; a rewritten one scored again by the
-    model (normalized by the glossary's `length_penalty`; without the search's credit for a term
-    in the place of the model's own word). `found` itself where nothing changes: another target
-    language, a word tokenizer, no terms."""
+    model (normalized as search normalized it: by its rules' own length penalty, else by
+    `length_penalty`; without the search's credit for a term in the place of the model's own word).
+    `found` itself where nothing changes: another target language, a word tokenizer, no terms."""
     if tokenizer.target_lang != LANGUAGE or tokenizer.kind != "subword" or sources.rules is None:
         return found
     todo: list[tuple[int, int, list[int]]] = []
@@ -72,7 +72,8 @@ def elided(model, sources: Sources, specials: Specials, found: list[list[Hypothe
     scored = forced(model, sources.ids[rows], sources.lens[rows], specials, [ids for *_, ids in todo])
     out = [list(hyps) for hyps in found]
     for (row, place, ids), (scores, _) in zip(todo, scored):
-        out[row][place] = hypothesis(ids, sum(scores), length_penalty, scores)
+        own = sources.rules[row].length_penalty
+        out[row][place] = hypothesis(ids, sum(scores), length_penalty if own is None else own, scores)
     for row in {row for row, _, _ in todo}:
         out[row].sort(key=lambda h: h.normalized, reverse=True)
     return out

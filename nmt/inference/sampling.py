@@ -88,11 +88,10 @@ class Draw:
 
 
 def samples(model: Seq2Seq, sources: Sources, specials: Specials, n: int, sampling: Sampling,
-            length_penalty: float = 1.0, glossary_length_penalty: float | None = None) -> list[list[Hypothesis]]:
+            length_penalty: float = 1.0) -> list[list[Hypothesis]]:
     """`n` samples of each source, best first by their score (the model's own log-probabilities,
     untempered and uncut, <eos> last, normalized as `search` does): the batch repeated n times, drawn
     at once from one generator seeded with `sampling.seed`, so the same batch draws the same samples again."""
-    drawn = search(model, sources.repeated(n), specials, Draw(sampling, sources.ids.device), length_penalty, 1,
-                   glossary_length_penalty)
+    drawn = search(model, sources.repeated(n), specials, Draw(sampling, sources.ids.device), length_penalty, 1)
     return [sorted((h for hyps in drawn[i * n:(i + 1) * n] for h in hyps), key=lambda h: h.normalized, reverse=True)
             for i in range(sources.ids.shape[0])]

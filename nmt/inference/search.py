@@ -209,9 +209,9 @@ class _Live:
 
 @torch.inference_mode()
 def search(model: Seq2Seq, sources: Sources, specials: Specials, policy: Policy, length_penalty: float = 1.0,
-           nbest: int = 1, glossary_length_penalty: float | None = None) -> list[list[Hypothesis]]:
-    """Up to `nbest` hypotheses of each source, best first by normalized score (a sentence with
-    glossary terms normalized by `glossary_length_penalty` where one is given).
+           nbest: int = 1) -> list[list[Hypothesis]]:
+    """Up to `nbest` hypotheses of each source, best first by normalized score (score /
+    length^`length_penalty`, or the sentence's own exponent where its rules hold one).
 
     A sentence ends once k of its hypotheses have ended, or when its hypotheses reach its cap (then
     they must end). Sentences that end leave the batch, so they cost nothing.
@@ -220,8 +220,7 @@ def search(model: Seq2Seq, sources: Sources, specials: Specials, policy: Policy,
     eos_id = specials.eos
     rules = list(sources.rules) if sources.rules is not None else [NO_RULES] * batch
     caps = [max(cap, r.least_length) for cap, r in zip(sources.caps.tolist(), rules)]
-    penalties = [glossary_length_penalty if r.words and glossary_length_penalty is not None else length_penalty
-                 for r in rules]
+    penalties = [length_penalty if r.length_penalty is None else r.length_penalty for r in rules]
     state = model.encode(sources.ids, sources.lens).select(torch.arange(batch, device=device).repeat_interleave(k))
     running = torch.full((batch, k), float("-inf"), device=device)
     running[:, 0] = 0.0  # at first every beam holds the same <bos>: expand only one of them

@@ -377,7 +377,7 @@ class Translator:
             prefix_ids = self.tgt_vocab.encode(next(prefix_tokens)) if prefixes[i] is not None else ()
             rules = sentence_rules(spans, i, prefix_ids, [term.ids for term in terms[i]], self.pieces,
                                    closes(texts[i]), [range(p[0], p[1] + 1) if p else () for p in places],
-                                   [term.elided for term in terms[i]])
+                                   [term.elided for term in terms[i]], self.cfg.glossary_length_penalty)
             out.append(Sentence(line, ids, numbers[i], rules, output_cap(len(ids), rules, self.cfg, line)))
         return out
 
@@ -443,10 +443,9 @@ class Translator:
                           torch.tensor([s.cap for s in batch], device=self.device), [s.rules for s in batch])
         cfg = self.cfg
         if sample is not None:
-            found = samples(self.model, sources, self.specials, nbest, sample, cfg.length_penalty,
-                            cfg.glossary_length_penalty)
+            found = samples(self.model, sources, self.specials, nbest, sample, cfg.length_penalty)
         else:
             found = search(self.model, sources, self.specials, beam_for(beam, sources.rules), cfg.length_penalty,
-                           nbest, cfg.glossary_length_penalty)
+                           nbest)
         return elision.elided(self.model, sources, self.specials, found, self.tgt_vocab, self.tokenizer,
-                              cfg.glossary_length_penalty)  # "l'automobile", not "la automobile"
+                              cfg.length_penalty)  # "l'automobile", not "la automobile"

@@ -457,9 +457,11 @@ def test_a_sentence_with_glossary_terms_is_ranked_by_its_own_length_penalty():
     model = _biased_against(NEVER)
     src, lens = sources(2)
     rules = [sentence_rules(None, 0, terms=[(NEVER[0],)]), sentence_rules(None, 1)]
-    batch = Sources(src, lens, torch.full((2,), 8), rules)
-    termed, plain = beam_search(model, batch, TARGET_IDS, 4, length_penalty=1.0, nbest=3)
-    glossed, unchanged = search(model, batch, TARGET_IDS, beam_for(4, rules), 1.0, 3, glossary_length_penalty=0.6)
+    termed, plain = beam_search(model, Sources(src, lens, torch.full((2,), 8), rules), TARGET_IDS, 4,
+                                length_penalty=1.0, nbest=3)
+    own = [sentence_rules(None, 0, terms=[(NEVER[0],)], length_penalty=0.6), sentence_rules(None, 1, length_penalty=0.6)]
+    assert own[1].length_penalty is None  # a sentence without terms keeps the search's
+    glossed, unchanged = search(model, Sources(src, lens, torch.full((2,), 8), own), TARGET_IDS, beam_for(4, own), 1.0, 3)
     for h in glossed:
         assert h.normalized == pytest.approx(h.score / (len(h.tokens) + 1) ** 0.6)
     assert [h.tokens for h in unchanged] == [h.tokens for h in plain]  # a sentence without terms: as before

@@ -127,9 +127,9 @@ ASPIRATED_H = ("hach", "hagard", "haie", "haill", "hain", "haï", "hâl", "halet
                "hublot", "hué", "huer", "huit", "hurl", "hutte")
 
 
-def elides_before(word: str) -> bool:
-    """Whether the word before `word` elides in French ("l'ami", "l'hôtel"; not "le héros")."""
-    return bool(ELIDES.match(word)) and not word.lower().startswith(ASPIRATED_H)
+def elides_before(word: str, lang: str = "fr") -> bool:
+    """Whether the word before `word` elides in `lang` ("l'ami", "l'hôtel"; in French not "le héros")."""
+    return bool(ELIDES.match(word)) and not (lang == "fr" and word.lower().startswith(ASPIRATED_H))
 
 
 APOSTROPHE = re.compile(r".*['’]")  # a piece ending in one: a word written after it is glued to it
@@ -161,7 +161,7 @@ def pieces_of(itos: Sequence[str], subword: bool) -> Pieces:
 def elided_form(term: str, target_tokens: Callable[[list[str]], list[list[str]]], lang: str) -> list[str]:
     """`term`'s pieces as the target's tokenizer writes them glued to an elided word ("l'aéronef":
     ▁l ' a ér one f), in a language that elides before a vowel; [] where it would not be elided so."""
-    if lang not in ELIDING_LANGUAGES or not elides_before(term):
+    if lang not in ELIDING_LANGUAGES or not elides_before(term, lang):
         return []
     pieces = target_tokens([ELIDED_BY + term])[0]
     after = next((i + 1 for i, piece in enumerate(pieces) if APOSTROPHE.fullmatch(piece.lstrip(WORD_START))), None)

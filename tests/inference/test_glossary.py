@@ -444,6 +444,7 @@ def test_a_terms_elided_form_is_what_the_tokenizer_writes_after_an_apostrophe(pr
     assert elided_form("chats", tokenizer.target_tokens, "fr") == []  # a consonant: never after an elision
     assert elided_form("amis", tokenizer.target_tokens, "de") == []  # a language that does not elide so
     assert elided_form("hache", tokenizer.target_tokens, "fr") == []  # an aspirated h: "la hache"
+    assert not elides_before("héros") and elides_before("hamburger", "it")  # French's list, not Italian's
 
 
 @pytest.mark.parametrize("word, elides", [("ami", True), ("hôtel", True), ("habitation", True), ("homme", True),

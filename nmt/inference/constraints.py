@@ -133,6 +133,10 @@ class Rules:
         """The fewest tokens an output obeying these rules can hold: the length cap's floor."""
         return len(self.prefix) + sum(map(min, self._forms.lengths))
 
+    def ranking_penalty(self, search_penalty: float) -> float:
+        """The exponent its finished outputs are ranked by (score / length^it): its own, else the search's."""
+        return search_penalty if self.length_penalty is None else self.length_penalty
+
     def advance(self, progress: Progress, token: int) -> Progress:
         """`progress` after writing `token`. A term under way that `token` does not continue starts over."""
         if token not in self._term_tokens:  # most tokens of a search: no term moves, those under way start over

@@ -72,8 +72,7 @@ def elided(model, sources: Sources, specials: Specials, found: list[list[Hypothe
     scored = forced(model, sources.ids[rows], sources.lens[rows], specials, [ids for *_, ids in todo])
     out = [list(hyps) for hyps in found]
     for (row, place, ids), (scores, _) in zip(todo, scored):
-        own = sources.rules[row].length_penalty
-        out[row][place] = hypothesis(ids, sum(scores), length_penalty if own is None else own, scores)
+        out[row][place] = hypothesis(ids, sum(scores), sources.rules[row].ranking_penalty(length_penalty), scores)
     for row in {row for row, _, _ in todo}:
         out[row].sort(key=lambda h: h.normalized, reverse=True)
     return out

@@ -220,7 +220,7 @@ def search(model: Seq2Seq, sources: Sources, specials: Specials, policy: Policy,
     eos_id = specials.eos
     rules = list(sources.rules) if sources.rules is not None else [NO_RULES] * batch
     caps = [max(cap, r.least_length) for cap, r in zip(sources.caps.tolist(), rules)]
-    penalties = [length_penalty if r.length_penalty is None else r.length_penalty for r in rules]
+    penalties = [r.ranking_penalty(length_penalty) for r in rules]
     state = model.encode(sources.ids, sources.lens).select(torch.arange(batch, device=device).repeat_interleave(k))
     running = torch.full((batch, k), float("-inf"), device=device)
     running[:, 0] = 0.0  # at first every beam holds the same <bos>: expand only one of them

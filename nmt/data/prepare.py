@@ -33,6 +33,7 @@ from nmt.data.corpus import (HELD_OUT_MAX, Overlap, PairReader, SplitCounter, he
 from nmt.data.indexed import IndexedArray, IndexedWriter, ids_dtype
 from nmt.data.manifest import (FORMAT, MANIFEST, corpus_name, file_sha256, file_stat, fingerprint, prepared_path,
                                shaping_config, stale_reason, vocab_key)
+from nmt.data.prepared_corpus import TARGET_WORDS, TRAINING_WORDS, write_word_counts
 from nmt.data.tokenizer import SAMPLE_SEED, SubwordTokenizer, Tokenizer, WordTokenizer
 from nmt.data.vocab import Vocab
 from nmt.progress_bar import Meter
@@ -102,8 +103,8 @@ def prepare(corpus: Path, cfg: DataConfig, folder: Path, vocabularies: tuple[Tok
         tokenizer.save(tmp)
         src_vocab.save(tmp / "src_vocab.txt")
         tgt_vocab.save(tmp / "tgt_vocab.txt")
-        (tmp / "training_words.tsv").write_text("".join(f"{w}\t{c}\n" for w, c in sorted(
-            src_words.items(), key=lambda wc: (-wc[1], wc[0]))), encoding="utf-8")
+        write_word_counts(tmp / TRAINING_WORDS, src_words)
+        write_word_counts(tmp / TARGET_WORDS, tgt_words)
         digests.update(encode_splits(tmp, tokenizer, src_vocab, tgt_vocab, counts, quiet))
         files = {p.name: {**file_stat(p), "sha256": digests.get(p.name) or file_sha256(p)}
                  for p in sorted(tmp.iterdir())}
@@ -138,14 +139,14 @@ def _replace_folder(tmp: Path, folder: Path) -> None:
 def split_corpus(corpus: Path, cfg: DataConfig, out: Path, quiet: bool
                  ) -> tuple[dict[str, int], Counter, Counter, dict[str, str]]:
     """The streaming pass: each line to its split's text stores; the training split's word counts
-    (source always: the rare-word subset's vocabulary; target for word vocabularies). Returns
-    the counts of pairs, the word counts and the sha256 of the stores."""
+    (the source's: the rare-word subset's vocabulary; the target's: word vocabularies, and the frequent
+    words markup's alignment steps past). Returns the counts of pairs, the word counts and the sha256
+    of the stores."""
     reader, counter, overlap = PairReader(corpus, cfg), SplitCounter(corpus), Overlap()
     writers = {(split, side): IndexedWriter(out / f"{split}.{side}.txt", np.uint8) for split in SPLITS for side in SIDES}
     src_words: Counter = Counter()
     tgt_words: Counter = Counter()
     counts = dict.fromkeys(SPLITS, 0)
-    count_targets = cfg.tokenizer == "word"
     with Meter(reader.total_bytes, f"prepare {corpus_name(corpus)}: reading", "B", quiet, unit_scale=True) as meter:
         read = 0
         for split, pair in split_pairs(reader, cfg, counter, overlap, cfg.num_pairs):
@@ -158,8 +159,7 @@ def split_corpus(corpus: Path, cfg: DataConfig, out: Path, quiet: bool
             writers[split, "tgt"].add(tgt_text.encode("utf-8"))
             if split == "train":
                 src_words.update(pair.src)
-                if count_targets:
-                    tgt_words.update(pair.tgt)
+                tgt_words.update(pair.tgt)
     for split, path in held_out_files(cfg).items():
         logger.info("data.%s %s: %s pairs; the md5 split's %s pairs train instead", split, path,
                     f"{counts[split]:,}", split)
@@ -170,7 +170,7 @@ def split_corpus(corpus: Path, cfg: DataConfig, out: Path, quiet: bool
                     "training pair(s), %s", f"{len(overlap.sources):,}", f"{overlap.pairs:,}", action)
     for split in ("valid", "test"):
         if (stride := held_out_stride(split, counts[split], cfg)) > 1:
-            moved = thin_held_out(out, split, stride, writers, cfg, src_words, tgt_words if count_targets else None)
+            moved = thin_held_out(out, split, stride, writers, cfg, src_words, tgt_words)
             logger.info("%s: %s of its %s pairs train (one source in %d stays held out: about %s pairs a split "
                         "at most)", split, f"{moved:,}", f"{counts[split]:,}", stride, f"{HELD_OUT_MAX:,}")
             counts[split] -= moved
@@ -183,7 +183,7 @@ def split_corpus(corpus: Path, cfg: DataConfig, out: Path, quiet: bool
 
 
 def thin_held_out(out: Path, split: str, stride: int, writers: dict[tuple[str, str], IndexedWriter], cfg: DataConfig,
-                  src_words: Counter, tgt_words: Counter | None) -> int:
+                  src_words: Counter, tgt_words: Counter) -> int:
     """Keep every `stride`-th source of a large held-out split (`stays_held_out`); the other pairs
     join the training split's stores and word counts. Returns how many moved."""
     stores = {}
@@ -204,8 +204,7 @@ def thin_held_out(out: Path, split: str, stride: int, writers: dict[tuple[str, s
             moved += 1
             if found := split_pair(src_text, tgt_text, forward):
                 src_words.update(found[1].src)
-                if tgt_words is not None:
-                    tgt_words.update(found[1].tgt)
+                tgt_words.update(found[1].tgt)
     for path in out.glob(f"{split}.*.all.*"):
         path.unlink()
     return moved

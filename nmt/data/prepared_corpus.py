@@ -3,6 +3,7 @@ memory maps, the small splits as pairs, and the training words the rare-word sub
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
 
 from nmt.config import DataConfig
@@ -55,15 +56,35 @@ class PreparedCorpus:
         return training_words(self.folder / TRAINING_WORDS, min_freq)
 
 
-TRAINING_WORDS = "training_words.tsv"  # in a prepared folder, and copied into each run directory
+# In a prepared folder, and copied into each run directory: the training split's word counts (as the
+# word tokenizer splits them), most frequent first, of the source and of the target
+TRAINING_WORDS = "training_words.tsv"
+TARGET_WORDS = "target_words.tsv"
 
 
 def training_words(path: Path, min_freq: int) -> Vocab:
     """The source words seen at least `min_freq` times in the training split, as the word
     tokenizer keeps them. Words outside it are what eval calls rare."""
+    return Vocab.from_counts(word_counts(path), min_freq)
+
+
+def word_counts(path: Path) -> dict[str, int]:
+    """A word-count file (TRAINING_WORDS, TARGET_WORDS) as {word: count}, most frequent first."""
     counts = {}
     with open(path, encoding="utf-8") as f:
         for line in f:
             word, count = line.rstrip("\n").rsplit("\t", 1)
             counts[word] = int(count)
-    return Vocab.from_counts(counts, min_freq)
+    return counts
+
+
+def words_by_count(path: Path) -> Iterator[str]:
+    """A word-count file's words, most frequent first, read only as far as they are wanted."""
+    with open(path, encoding="utf-8") as f:
+        for line in f:
+            yield line.rstrip("\n").rsplit("\t", 1)[0]
+
+
+def write_word_counts(path: Path, counts: dict[str, int]) -> None:
+    path.write_text("".join(f"{w}\t{c}\n" for w, c in sorted(counts.items(), key=lambda wc: (-wc[1], wc[0]))),
+                    encoding="utf-8")

@@ -20,12 +20,14 @@ import re
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
+from pathlib import Path
 from typing import NamedTuple
 
 import torch
 
 from nmt.config import DecodeConfig
 from nmt.data.batches import pad
+from nmt.data.prepared_corpus import TARGET_WORDS, TRAINING_WORDS, words_by_count
 from nmt.data.protected_numbers import Number, SpanRule
 from nmt.data.terms import TermSlots, annotated, term_spans
 from nmt.data.tokenizer import Tokenizer, WordTokenizer, legacy_form
@@ -39,7 +41,7 @@ from nmt.inference.glossary import Glossary, closes, elided_form, pieces_of
 from nmt.inference.onnx_engine import OnnxSeq2Seq, load_engine
 from nmt.inference.sampling import Sampling, samples
 from nmt.inference.search import Hypothesis, Sources, Specials, beam_for, forced, hypothesis, search
-from nmt.inference.words import alignment, source_alignment, text_words, word_scores, words_of
+from nmt.inference.words import FrequentWords, alignment, source_alignment, text_words, word_scores, words_of
 from nmt.model import Seq2Seq
 from nmt.model.checkpoint import LoadedModel, load_models
 
@@ -99,17 +101,28 @@ class Attention(NamedTuple):
     tgt_tokens: list[str]  # the output pieces, <eos> included (numbers for placeholders)
     weights: torch.Tensor  # (len(tgt_tokens), len(src_tokens)), each row sums to 1
 
-    def alignment(self, output: Translation | None = None, each_output_word: bool = False) -> list[tuple[int, int]]:
+    def alignment(self, output: Translation | None = None, each_output_word: bool = False,
+                  frequent: FrequentWords | None = None) -> list[tuple[int, int]]:
         """Hard word alignment, (source word, output word) index pairs: each source word to the
         output word that attended to it most (`nmt.inference.words.source_alignment`: what `--align`
         prints, via `nmt.inference.words.pharaoh`, and markup reads: the lower AER against a gold
         alignment, 48.1% against 51.4% for the default), or with `each_output_word` each output word to
         the source word its pieces attended most (`alignment`). Output words are those of `output`
         (the Translation these weights are behind), else as the pieces group (a word model's: its
-        tokens); source words as the model read them."""
+        tokens); source words as the model read them. `frequent` (`Translator.frequent`): the
+        run's most frequent words, which the first direction steps past (`words.past_frequent`)."""
         out_words = list(zip(output.words, output.word_pieces)) if output else words_of(self.tgt_tokens)
-        hard = alignment if each_output_word else source_alignment
-        return hard(self.weights, words_of(self.src_tokens), out_words)
+        if each_output_word:
+            return alignment(self.weights, words_of(self.src_tokens), out_words)
+        return source_alignment(self.weights, words_of(self.src_tokens), out_words, frequent)
+
+
+def frequent_words(run: Path) -> FrequentWords | None:
+    """A run directory's most frequent words of each side, from its word counts; None where it has
+    no target counts (a run trained before they were kept)."""
+    if not (run / TRAINING_WORDS).is_file() or not (run / TARGET_WORDS).is_file():
+        return None
+    return FrequentWords.of(words_by_count(run / TRAINING_WORDS), words_by_count(run / TARGET_WORDS))
 
 
 def best_of(hyps: Sequence[Translation]) -> Translation:
@@ -258,7 +271,7 @@ def alignments(translator: Translator, texts: Sequence[str], translations: Seque
     for i, (_, weights) in found.items():
         src = [translator.src_vocab.itos[x] for x in sentences[i].ids]
         attention = shown(translator.tokenizer, src, translations[i].tokens + [EOS], weights, sentences[i].numbers)
-        out[i] = attention.alignment(translations[i], each_output_word)
+        out[i] = attention.alignment(translations[i], each_output_word, translator.frequent)
     return out
 
 
@@ -285,9 +298,11 @@ def by_length(sources: Sequence[Sequence], size: int) -> list[list[int]]:
 
 class Translator:
     def __init__(self, model: Seq2Seq | OnnxSeq2Seq | Ensemble, src_vocab: Vocab, tgt_vocab: Vocab, cfg: DecodeConfig,
-                 device: torch.device, tokenizer: Tokenizer | None = None, terms: TermSlots | None = None):
+                 device: torch.device, tokenizer: Tokenizer | None = None, terms: TermSlots | None = None,
+                 frequent: FrequentWords | None = None):
         self.model, self.src_vocab, self.tgt_vocab = model, src_vocab, tgt_vocab
         self.terms = terms  # a model trained with data.terms reads a glossary's terms in its source too
+        self.frequent = frequent  # the words alignments step past (`words.past_frequent`); None: the run has no counts
         self.cfg, self.device = cfg, device
         self.tokenizer = tokenizer or WordTokenizer()
         self.specials = Specials(tgt_vocab.bos_id, tgt_vocab.eos_id,
@@ -311,7 +326,8 @@ class Translator:
                   for member in loaded.members or [loaded]]
         model = Ensemble(models, loaded.weights, cfg.ensemble) if loaded.members else models[0]
         terms = TermSlots.of(loaded.src_vocab) if loaded.cfg.data.terms > 0 else None
-        return cls(model, loaded.src_vocab, loaded.tgt_vocab, cfg, device, loaded.tokenizer, terms)
+        return cls(model, loaded.src_vocab, loaded.tgt_vocab, cfg, device, loaded.tokenizer, terms,
+                   frequent_words(loaded.path.parent))
 
     def translate(self, texts: str | Sequence[str], beam: int | None = None, tokenized: bool = False,
                   first_line: int = 1, prefix: str | Sequence[str] | None = None,

@@ -173,13 +173,12 @@ class Service:
         except MarkupError as e:
             raise ApiError(422, f"markup: {e}") from None
 
-    @staticmethod
-    def restore(marked: list[Markup | None], results: list[Result]) -> None:
+    def restore(self, marked: list[Markup | None], results: list[Result]) -> None:
         """Each marked text's best translation with its tags put back around the aligned words."""
         for markup, result in zip(marked, results):
             if markup is not None and (result.attention is not None or not result.translations):
                 best = result.translations[0] if result.translations else None
-                pairs = result.attention.alignment(best) if best else []
+                pairs = result.attention.alignment(best, frequent=self.translator.frequent) if best else []
                 result.translations = markup.translated(result.translations, pairs)
 
     def entry(self, text: str, result: Result, nbest: int, scores: bool = False, align: bool = False,
@@ -193,7 +192,7 @@ class Service:
         if nbest > 1:
             out["nbest"] = [{"tgt": t.text, "score": round(t.score, 4)} for t in result.translations]
         if align and result.attention is not None:
-            out["alignment"] = pharaoh(result.attention.alignment(best))
+            out["alignment"] = pharaoh(result.attention.alignment(best, frequent=self.translator.frequent))
             out["src_words"] = [w for w, _ in words_of(result.attention.src_tokens)]  # what the indices count
         if attention and result.attention is not None:  # `align` alone computes it but does not send it
             src_tokens, out_tokens, weights = result.attention

@@ -24,7 +24,7 @@ from nmt.data.epoch_order import EpochBatches
 from nmt.data.indexed import IndexedArray
 from nmt.data.links import training_links
 from nmt.data.prepare import ensure_prepared
-from nmt.data.prepared_corpus import TRAINING_WORDS, PreparedCorpus
+from nmt.data.prepared_corpus import TARGET_WORDS, TRAINING_WORDS, PreparedCorpus
 from nmt.data.terms import TermAnnotator
 from nmt.data.tokenizer import SubwordTokenizer, Tokenizer, load_tokenizer
 from nmt.data.vocab import Vocab
@@ -154,12 +154,13 @@ def load_data(cfg: Config, data_path: str | None, out_dir: Path, resume: dict | 
 
 def write_run_files(data: TrainingData, cfg: Config, out_dir: Path) -> None:
     """What a new run directory holds beside its checkpoints: the tokenizer and vocabularies, the
-    training words (the rare-word subset of `nmt eval` on any test set is cut by the run's own)
-    and config.yaml."""
+    training words of both sides (the rare-word subset of `nmt eval` on any test set is cut by the
+    run's own source words; markup's alignment reads which words are frequent) and config.yaml."""
     data.tokenizer.save(out_dir)
     data.src_vocab.save(out_dir / "src_vocab.txt")
     data.tgt_vocab.save(out_dir / "tgt_vocab.txt")
-    shutil.copyfile(data.folder / TRAINING_WORDS, out_dir / TRAINING_WORDS)
+    for words in (TRAINING_WORDS, TARGET_WORDS):
+        shutil.copyfile(data.folder / words, out_dir / words)
     (out_dir / "config.yaml").write_text(yaml.safe_dump(cfg.to_dict(), sort_keys=False), encoding="utf-8")
 
 

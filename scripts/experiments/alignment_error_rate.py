@@ -62,7 +62,8 @@ def main() -> None:
     with open(args.e, encoding="utf-8") as e_file, open(args.f, encoding="utf-8") as f_file:
         pairs = [(e.strip(), f.strip()) for e, f in itertools.islice(zip(e_file, f_file), len(gold))]
     names = ("each French word's English word", "each English word's French word (--align, --markup)",
-             "both directions agree", "either direction (their union)", "same relative position")
+             "  the same without the step past frequent words", "both directions agree",
+             "either direction (their union)", "same relative position")
     counts = {name: [0, 0, 0, 0] for name in names}  # A&S, A&P, |A|, |S|
     skipped = 0
     for (english, french), (sure, possible) in zip(pairs, gold):
@@ -78,9 +79,11 @@ def main() -> None:
             return {(f, max(spans[s], key=lambda i: len(e_tokens[i]))) for s, f in links}
 
         by_output = on_gold(attention.alignment(given, each_output_word=True))
-        by_source = on_gold(attention.alignment(given))
+        by_source = on_gold(attention.alignment(given, frequent=model.frequent))
+        unstepped = on_gold(attention.alignment(given))
         diagonal = {(f, round(f * (len(e_tokens) - 1) / max(len(f_tokens) - 1, 1))) for f in range(len(f_tokens))}
-        for name, links in zip(names, (by_output, by_source, by_output & by_source, by_output | by_source, diagonal)):
+        for name, links in zip(names, (by_output, by_source, unstepped, by_output & by_source, by_output | by_source,
+                                       diagonal)):
             c = counts[name]
             c[0] += len(links & sure)
             c[1] += len(links & possible)

@@ -12,9 +12,11 @@ gold markup exists for it:
    alignment of the reference itself (forced decoding: `Translator.score`, then
    `nmt.inference.translator.alignments`, as `--markup` does for its own output): placement is
    right where the tag wraps exactly the reference words of step 2. Beside it, the same tags
-   placed by the other direction (each output word to a source word: what markup and `--align`
-   used first) and by position alone (the span's relative place in the source, in the reference), the
-   floor an alignment must beat. eflomal samples: its links, and so the cases, differ a little
+   placed without the step past frequent words (`nmt.inference.words.past_frequent`; a run
+   trained before runs kept target word counts has no step: copy its prepared corpus's
+   target_words.tsv into the run to measure it), by the other direction (each output word to a
+   source word: what markup and `--align` used first) and by position alone (the span's relative
+   place in the source, in the reference), the floor an alignment must beat. eflomal samples: its links, and so the cases, differ a little
    from one invocation to the next; runs given together are scored on the same cases (runs of one
    corpus and split: the first run's config builds them).
 
@@ -29,7 +31,6 @@ import random
 import sys
 from pathlib import Path
 
-import torch
 
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
@@ -40,8 +41,7 @@ from nmt.data.links import agreed_links  # noqa: E402
 from nmt.errors import NmtError  # noqa: E402
 from nmt.hardware import cpu_name, noted_flags  # noqa: E402
 from nmt.inference.markup import parse  # noqa: E402
-from nmt.inference.translator import Translator, alignments, forced_batches  # noqa: E402
-from nmt.inference.words import word_mass, words_of  # noqa: E402
+from nmt.inference.translator import Translator, alignments  # noqa: E402
 
 Link = tuple[int, int]
 
@@ -117,67 +117,38 @@ def main() -> None:
         placement(run, cases)
 
 
-def word_masses(translator: Translator, texts: list[str], outputs: list) -> list[torch.Tensor]:
-    """Each output's attention between words (`nmt.inference.words.word_mass`), forced through the model."""
-    sentences = translator.sentences(texts)
-    out_ids = [translator.tgt_vocab.encode(t.tokens) for t in outputs]
-    found = forced_batches(translator, [s.ids for s in sentences], out_ids, scored=False)
-    return [word_mass(found[i][1], words_of([translator.src_vocab.itos[x] for x in sentences[i].ids]),
-                      list(zip(outputs[i].words, outputs[i].word_pieces))) for i in range(len(texts))]
-
-
-def agreed_span(pairs: list[Link], other: list[Link], first: int, last: int) -> list[Link]:
-    """`pairs` (each source word's output word) less the span's links whose output word attends
-    most to a source word outside the span (`other`), unless none would be left."""
-    source_of = {o: s for s, o in other}
-    inside = [(s, o) for s, o in pairs if first <= s < last]
-    kept = [(s, o) for s, o in inside if first <= source_of.get(o, -1) < last] or inside
-    return [(s, o) for s, o in pairs if not first <= s < last] + kept
-
-
-def densest_span(mass: torch.Tensor, first: int, last: int, content: list[bool]) -> tuple[int, int] | None:
-    """The run of output words whose attention on the span, less a half each, sums highest (the
-    words that read the span more than the rest of the source); None when no word does."""
-    gain = (mass[:, first:last].sum(1) - 0.5).tolist()
-    best, span, total, start = 0.0, None, 0.0, 0
-    for t, g in enumerate(gain):
-        if total <= 0:
-            total, start = 0.0, t
-        total += g
-        if total > best and content[t]:
-            best, span = total, (start, t + 1)
-    return span
-
-
 def placement(run: Path, cases: list[tuple[str, str, tuple[int, int, int, int]]]) -> None:
-    """One run's tags on the cases, placed three ways, printed as one line."""
+    """One run's tags on the cases, placed four ways, printed as one line."""
     translator = Translator.load(str(run / "best.pt"), "cpu")
     marked = [parse(tagged(src.split(), first, last)) for src, _, (first, last, _, _) in cases]
-    forced = translator.score([m.text for m in marked], [ref for _, ref, _ in cases])
-    found = alignments(translator, [m.text for m in marked], forced)
-    by_output = alignments(translator, [m.text for m in marked], forced, each_output_word=True)
-    masses = word_masses(translator, [m.text for m in marked], forced)
-    right = output_side = positional = other_words = agreed = densest = 0
-    for (src, ref, (first, last, lo, hi)), markup, output, pairs, other, mass in zip(
-            cases, marked, forced, found, by_output, masses):
+    texts = [m.text for m in marked]
+    forced = translator.score(texts, [ref for _, ref, _ in cases])
+    found = alignments(translator, texts, forced)
+    by_output = alignments(translator, texts, forced, each_output_word=True)
+    frequent, translator.frequent = translator.frequent, None
+    unstepped = alignments(translator, texts, forced)
+    right = output_side = positional = other_words = plain = 0
+    for (src, ref, (first, last, lo, hi)), markup, output, pairs, other, without in zip(
+            cases, marked, forced, found, by_output, unstepped):
         if output.words != ref.split():  # the reference as the model writes it back (numbers, spacing)
             other_words += 1
             continue
-        placed = parse(markup.restore(output.words, pairs)).root.children[0]
-        right += (placed.first, placed.last) == (lo, hi)
-        densest += (densest_span(mass, first, last, [any(c.isalnum() for c in w) for w in output.words])
-                    or (placed.first, placed.last)) == (lo, hi)
-        placed = parse(markup.restore(output.words, agreed_span(pairs, other, first, last))).root.children[0]
-        agreed += (placed.first, placed.last) == (lo, hi)
-        placed = parse(markup.restore(output.words, other)).root.children[0]
-        output_side += (placed.first, placed.last) == (lo, hi)
+
+        def around_reference(links: list[Link]) -> bool:
+            placed = parse(markup.restore(output.words, links)).root.children[0]
+            return (placed.first, placed.last) == (lo, hi)
+
+        right += around_reference(pairs)
+        plain += around_reference(without)
+        output_side += around_reference(other)
         positional += by_position(first, last, len(src.split()), len(output.words)) == (lo, hi)
     scored = len(cases) - other_words
+    stepped = "" if frequent else " (the run keeps no target word counts: no step past frequent words)"
     print(f"{run}: {scored:,} scored ({other_words} whose reference the model writes back otherwise); tag placement, "
-          f"exact reference words: --markup {right / scored:.1%} ({right:,}); by the other direction (each output "
-          f"word's source word) {output_side / scored:.1%} ({output_side:,}); by position alone "
-          f"{positional / scored:.1%} ({positional:,}); --markup less links the other direction sends outside the "
-          f"span {agreed / scored:.1%}; the densest run of output words {densest / scored:.1%}")
+          f"exact reference words: --markup {right / scored:.1%} ({right:,}){stepped}; without the step past "
+          f"frequent words {plain / scored:.1%} ({plain:,}); by the other direction (each output word's source "
+          f"word) {output_side / scored:.1%} ({output_side:,}); by position alone {positional / scored:.1%} "
+          f"({positional:,})")
 
 
 if __name__ == "__main__":

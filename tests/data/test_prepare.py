@@ -8,6 +8,7 @@ import os
 import subprocess
 import sys
 import time
+from collections import Counter
 from pathlib import Path
 
 import numpy as np
@@ -18,12 +19,11 @@ from nmt.config import DataConfig, config_from_dict
 from nmt.data import manifest, prepare
 from nmt.data.manifest import prepared_path
 from nmt.data.prepare import ensure_prepared
-from nmt.data.prepared_corpus import PreparedCorpus
+from nmt.data.prepared_corpus import TARGET_WORDS, PreparedCorpus, word_counts, words_by_count
 from nmt.data.vocab import Vocab
 from nmt.errors import DataError
 from nmt.training import distributed
-from nmt.training.run_data import epoch_batches
-from nmt.training.run_data import load_data
+from nmt.training.run_data import epoch_batches, load_data
 
 WORD = DataConfig(min_freq=1, max_len=10)
 
@@ -253,5 +253,8 @@ def test_a_large_held_out_split_keeps_about_its_bound_and_the_rest_trains(tsv, c
     assert not any(" ".join(p.src) in trained for p in splits.valid + splits.test)
     words = prepared.training_words(1)
     assert all(word in words.stoi for p in splits.train for word in p.src)  # the moved pairs' words counted
+    targets = word_counts(folder / TARGET_WORDS)  # the target side's too (markup's frequent words)
+    assert targets == Counter(word for p in splits.train for word in p.tgt)
+    assert list(words_by_count(folder / TARGET_WORDS)) == sorted(targets, key=lambda w: (-targets[w], w))
     _, log = _prepare(tsv, WORD, caplog)
     assert "preparing" not in log  # bounded now: a hit, though a split may hold a few more than the bound

@@ -129,3 +129,36 @@ def test_the_command_keeps_markup_and_says_what_is_malformed(protected_run):
     assert "Traceback" not in result.output
     result = runner.invoke(app, ["translate", "-c", str(protected_run), "I see a <b>cat."])
     assert result.exit_code == 0  # not asked for and not well formed: translated as text
+
+
+def test_a_tag_steps_past_a_frequent_word_written_before_its_words_translation():
+    """The decoder reads "koalas" as it writes the article before "koalas": the tag moves one word
+    on where the word it chose is frequent, the next is not and reads the source word at least half
+    as much; a frequent source word, a next word that is frequent too or reads it little, stays."""
+    import torch
+
+    from nmt.inference.words import FrequentWords, source_alignment
+
+    frequent = FrequentWords.of([".", "the", "are", "is"], ["les", ".", "sont", "l'", "est"], top=4)
+    assert frequent.source == {"the", "are", "is"} and frequent.target == {"les", "sont", "l'", "est"}
+    assert frequent.in_target("Les") and frequent.in_target("sont.") and frequent.in_source("The")
+    assert not frequent.in_target("l'homme") and not frequent.in_target(".") and not frequent.in_source("Les")
+    source = parse("<b>Koalas</b> are cute")
+    src_words = [("Koalas", [0]), ("are", [1]), ("cute", [2])]
+    out_words = [("Les", [0]), ("koalas", [1]), ("sont", [2]), ("mignons", [3])]
+    weights = torch.tensor([[0.7, 0.1, 0.2],   # "Les" reads "Koalas" most: it is written first
+                            [0.5, 0.3, 0.2],   # "koalas" reads it too, not quite as much
+                            [0.1, 0.8, 0.1],
+                            [0.1, 0.1, 0.8]])
+    words = [w for w, _ in out_words]
+    assert source.restore(words, source_alignment(weights, src_words, out_words)) == "<b>Les</b> koalas sont mignons"
+    stepped = source_alignment(weights, src_words, out_words, frequent)
+    assert stepped == [(0, 1), (1, 2), (2, 3)]
+    assert source.restore(words, stepped) == "Les <b>koalas</b> sont mignons"
+    glancing = weights.clone()
+    glancing[1] = torch.tensor([0.3, 0.5, 0.2])  # under half of what "Les" gave "Koalas"
+    assert source_alignment(glancing, src_words, out_words, frequent)[0] == (0, 0)
+    common = FrequentWords.of(["koalas"], ["les"])  # a frequent source word keeps its word
+    assert source_alignment(weights, src_words, out_words, common)[0] == (0, 0)
+    both = FrequentWords.of([], ["les", "koalas"])  # the next word is frequent too
+    assert source_alignment(weights, src_words, out_words, both)[0] == (0, 0)

@@ -7,8 +7,11 @@ from conftest import TINY
 from nmt.config import config_from_dict
 from nmt.data.batches import collate, encode_pairs
 from nmt.data.corpus import Pair
+from nmt.data.prepared_corpus import word_counts
 from nmt.data.vocab import Vocab
 from nmt.inference.search import Sources, Specials, greedy
+from nmt.inference.translator import Translator
+from nmt.inference.words import FREQUENT_TOP
 from nmt.model import build_model
 from nmt.model.checkpoint import load_model, save_checkpoint
 from nmt.training.loop import train, train_step
@@ -51,6 +54,12 @@ def test_training_writes_a_run_and_learns(toy_zip, tmp_path):
     loaded = load_model(run)
     assert loaded.path == run / "best.pt" and loaded.state["progress"]["step"] == best["step"]
     assert loaded.tgt_vocab == Vocab.load(run / "tgt_vocab.txt")
+    # both sides' word counts: the translator reads the frequent words its alignments step past
+    frequent = Translator.from_loaded(loaded, torch.device("cpu")).frequent
+    counted = [w for w in word_counts(run / "target_words.tsv") if any(c.isalnum() for c in w)]
+    assert frequent is not None and frequent.target == set(counted[:FREQUENT_TOP]) and "." not in frequent.target
+    (run / "target_words.tsv").unlink()  # a run trained before they were kept: alignments as they were
+    assert Translator.from_loaded(loaded, torch.device("cpu")).frequent is None
 
 
 def test_same_seed_same_loss_curve(toy_zip, tmp_path):

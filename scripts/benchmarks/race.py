@@ -12,6 +12,8 @@ attention, input feeding, tied decoder embeddings, dropout 0.2, Adam at a consta
 building included) reaches nmt's, its last checkpoint taken (it saves every 200 steps). Each decodes
 the test split with beam 5; both are scored by nmt's multi-reference scorer (standard sacreBLEU and
 chrF) with sacreBLEU's paired bootstrap against OpenNMT-py. One table at the end (`race.md` beside it).
+`--also-test PREFIX` (any test set `nmt eval --test` reads, e.g. Multi30k's test_2017_flickr) has both
+decode it too, scored the same, one row each, outputs as onmt-NAME.hyp and nmt-NAME.hyp.
 
 OpenNMT-py pins torch < 2.3: it is installed into a venv of its own (`--venv`, default .venv-race)
 over the project's torch, without its dependencies, plus those its training and translation import.
@@ -39,6 +41,7 @@ from nmt.data.prepared_corpus import TRAINING_WORDS, training_words  # noqa: E40
 from nmt.data.tokenizer import SubwordTokenizer  # noqa: E402
 from nmt.evaluation.metrics import References, group_references, reference_streams, sacrebleu_metrics, score  # noqa: E402
 from nmt.evaluation.report import rare_word_sources  # noqa: E402
+from nmt.evaluation.testsets import from_corpus  # noqa: E402
 from nmt.hardware import cpu_name, noted_flags  # noqa: E402
 
 ONMT = "OpenNMT-py==3.5.1"
@@ -175,27 +178,41 @@ def train_onmt(bin_dir: Path, work: Path, seed: int, wall_s: float, threads: int
             "train_s": reported[1]}
 
 
-def decode_onmt(bin_dir: Path, work: Path, checkpoint: Path, tokenizer: SubwordTokenizer, threads: int
-                ) -> tuple[list[str], float]:
+def decode_onmt(bin_dir: Path, work: Path, checkpoint: Path, tokenizer: SubwordTokenizer, threads: int,
+                name: str = "test") -> tuple[list[str], float]:
+    """Beam 5 over work/NAME.src (pieces); the texts, also written as onmt-NAME.hyp beside nmt's."""
     # OpenNMT-py's checkpoints pickle its options; torch >= 2.6 loads only weights unless told.
     env = {**os.environ, "OMP_NUM_THREADS": str(threads), "TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD": "1"}
     start = time.monotonic()
-    subprocess.run([f"{bin_dir}/onmt_translate", "-model", str(checkpoint), "-src", str(work / "test.src"),
-                    "-output", str(work / "test.hyp"), "-beam_size", "5", "-batch_size", "64", "-gpu", "-1"],
+    subprocess.run([f"{bin_dir}/onmt_translate", "-model", str(checkpoint), "-src", str(work / f"{name}.src"),
+                    "-output", str(work / f"{name}.hyp"), "-beam_size", "5", "-batch_size", "64", "-gpu", "-1"],
                    check=True, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     seconds = time.monotonic() - start
-    lines = (work / "test.hyp").read_text(encoding="utf-8").splitlines()
+    lines = (work / f"{name}.hyp").read_text(encoding="utf-8").splitlines()
     texts = [tokenizer.target_text(line.split()) for line in lines]
-    (work.parent / "onmt-test.hyp").write_text("".join(t + "\n" for t in texts), encoding="utf-8")  # beside nmt's
+    (work.parent / f"onmt-{name}.hyp").write_text("".join(t + "\n" for t in texts), encoding="utf-8")
     return texts, seconds
 
 
-def decode_nmt(run: Path, corpus: str, out: Path) -> tuple[list[str], float]:
-    hyps = out / "nmt-test.hyp"
+def decode_nmt(run: Path, corpus: str, out: Path, test: str | None = None, name: str = "test"
+               ) -> tuple[list[str], float]:
+    """Beam 5 over the run's test split, or over `test` (`nmt eval --test`), written as nmt-NAME.hyp."""
+    hyps = out / f"nmt-{name}.hyp"
+    given = ["--test", test] if test else ["--data", corpus]
     start = time.monotonic()
-    subprocess.run([sys.executable, "-m", "nmt", "eval", "--bleu", "-c", str(run), "--data", corpus, "--beam", "5",
-                    "--out", str(hyps)], check=True, stdout=(out / "nmt-eval.log").open("w"), stderr=subprocess.STDOUT)
+    subprocess.run([sys.executable, "-m", "nmt", "eval", "--bleu", "-c", str(run), *given, "--beam", "5",
+                    "--out", str(hyps)], check=True, stdout=(out / f"nmt-eval-{name}.log").open("w"),
+                   stderr=subprocess.STDOUT)
     return hyps.read_text(encoding="utf-8").splitlines(), time.monotonic() - start
+
+
+def also_tested(prefix: str, cfg: Config, tokenizer: SubwordTokenizer, work: Path) -> tuple[str, References]:
+    """A further test set (`--also-test`): its name, its sources in pieces in work/NAME.src for
+    OpenNMT-py, and its references."""
+    test = from_corpus(Path(prefix), cfg.data)
+    name = Path(prefix).name
+    write_pieces(work / f"{name}.src", tokenizer.source_tokens(test.references.sources))
+    return name, test.references
 
 
 def paired(hyps: dict[str, list[str]], refs: list[list[str]], lang: str) -> dict:
@@ -221,6 +238,8 @@ def main() -> None:
                         help="score the OpenNMT-py run of an earlier race (its OUT) instead of training one")
     parser.add_argument("--out", type=Path, required=True)
     parser.add_argument("--venv", type=Path, default=REPO / ".venv-race")
+    parser.add_argument("--also-test", action="append", default=[], metavar="PREFIX",
+                        help="a further test set both decode and the table scores (as nmt eval --test reads it)")
     args = parser.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
     cfg = fit_to_corpus(load_config(Path(args.config)), args.data)
@@ -254,6 +273,13 @@ def main() -> None:
         sys.exit(f"nmt eval wrote {len(nmt_hyps)} hypotheses for {len(sources)} test sources")
 
     p = paired({"OpenNMT-py": onmt_hyps, "nmt": nmt_hyps}, refs, lang)["nmt"]
+    further = []
+    for prefix in args.also_test:
+        name, also = also_tested(prefix, run_cfg, tokenizer, work)
+        onmt_also, _ = decode_onmt(bin_dir, work, onmt["checkpoint"], tokenizer, threads, name)
+        nmt_also, _ = decode_nmt(nmt["run"], corpus, args.out, prefix, name)
+        further.append((name, also.references, onmt_also, nmt_also,
+                        paired({"OpenNMT-py": onmt_also, "nmt": nmt_also}, also.references, lang)["nmt"]))
     flags = " ".join(noted_flags()) or "none"
     isa = os.environ.get("ONEDNN_MAX_CPU_ISA", "all")
     lines = [f"CPU: {cpu_name()} ({flags}; ONEDNN_MAX_CPU_ISA={isa}), {threads} threads; seeds: OpenNMT-py "
@@ -272,6 +298,13 @@ def main() -> None:
         rate = row.get("reported_steps", row["steps"]) * 64 / row["train_s"]  # sentences a second of training
         lines.append(f"| {name} | {row['steps']:,} | {wall} | {rate:.0f} | {mem} | "
                      f"{row['decode_s']:.0f} | {s.bleu:.2f} | {s.chrf:.2f} | {pv} | {rare_bleu:.2f} |")
+    if further:
+        lines += ["", "| further test set | OpenNMT-py BLEU / chrF | nmt BLEU / chrF | p (BLEU / chrF) |",
+                  "|---|---|---|---|"]
+    for name, also_refs, onmt_also, nmt_also, p_also in further:
+        theirs, ours = (score(h, also_refs, target_lang=lang) for h in (onmt_also, nmt_also))
+        lines.append(f"| {name} ({len(also_refs):,}) | {theirs.bleu:.2f} / {theirs.chrf:.2f} | "
+                     f"{ours.bleu:.2f} / {ours.chrf:.2f} | {' / '.join(f'{v:.4f}' for v in p_also.values())} |")
     lines.append(f"\nnmt run: {nmt['run']}; OpenNMT-py checkpoint: {onmt['checkpoint']}; {s.signature}")
     (args.out / "race.md").write_text("\n".join(lines) + "\n")
     print("\n".join(lines))

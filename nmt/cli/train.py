@@ -114,13 +114,17 @@ def prepare(
     set_: SetOpt = None,
     quiet: QuietOpt = False,
 ) -> None:
-    """Split, learn the vocabularies and encode a corpus once, into data.prepared_dir (nmt train does it when needed)."""
+    """Split, learn the vocabularies and encode a corpus once, into data.prepared_dir (nmt train does it when needed);
+    with guided alignment or data.terms, align its training pairs too, so that training starts warm."""
     from nmt.config import load_config
     from nmt.data.corpus import resolve_corpus
     from nmt.data.prepare import ensure_prepared
     from nmt.training.job import DEFAULT_CONFIG
     from nmt.training.recipe import fit_to_corpus
+    from nmt.training.run_data import links_of
 
     setup_logging(quiet)
     cfg = fit_to_corpus(load_config(config or DEFAULT_CONFIG, list(set_ or [])), data, quiet=quiet)
-    typer.echo(ensure_prepared(resolve_corpus(data, cfg.data), cfg.data, quiet=quiet))
+    folder = ensure_prepared(resolve_corpus(data, cfg.data), cfg.data, quiet=quiet)
+    links_of(folder, cfg)
+    typer.echo(folder)

@@ -122,7 +122,7 @@ def load_data(cfg: Config, data_path: str | None, out_dir: Path, resume: dict | 
     corpus_print = prepared.manifest["corpus"]  # checked against the corpus as the folder was accepted
     logger.info("corpus %s (%s -> %s): train %s | valid %s | test %s pairs", corpus, cfg.data.source_lang,
                 cfg.data.target_lang, f"{counts['train']:,}", f"{counts['valid']:,}", f"{counts['test']:,}")
-    links = training_links(folder) if cfg.train.guided_alignment > 0 or cfg.data.terms > 0 else None
+    links = links_of(folder, cfg)
     train = TrainingSet.from_stores(prepared.ids("train", "src"), prepared.ids("train", "tgt"), cfg.data.max_len,
                                     src_vocab.eos_id, links)
     if not train.fitting():
@@ -150,6 +150,12 @@ def load_data(cfg: Config, data_path: str | None, out_dir: Path, resume: dict | 
                         references.subset([i % every == 0 for i in range(len(references.sources))]),
                         texts, cfg.data, corpus_print, folder,
                         terms, cfg.train.guided_alignment > 0)
+
+
+def links_of(folder: Path, cfg: Config) -> IndexedArray | None:
+    """eflomal's links of a prepared corpus's training pairs where `cfg` trains with them (guided
+    alignment, data.terms): aligned by the first prepare or run that needs them, then read."""
+    return training_links(folder) if cfg.train.guided_alignment > 0 or cfg.data.terms > 0 else None
 
 
 def write_run_files(data: TrainingData, cfg: Config, out_dir: Path) -> None:

@@ -2,6 +2,7 @@
 once beside them; the gold attention a batch carries; a loss that pulls the attention onto it."""
 
 import os
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -85,3 +86,22 @@ def test_eflomals_links_are_stored_once_beside_the_prepared_corpus(toy_zip):
     assert os.stat(folder / f"{LINKS}.bin").st_mtime_ns == stored
     (folder / RECORD).write_text("{}")  # a record of other ids: aligned again
     assert len(training_links(folder)) == len(src) and (folder / RECORD).read_text() != "{}"
+
+
+def test_nmt_prepare_aligns_too_where_training_will_read_the_links(toy_zip, tmp_path):
+    """`nmt prepare` with guided alignment leaves the links beside the corpus, so the first `nmt
+    train` starts warm; without it, nothing is aligned."""
+    from typer.testing import CliRunner
+
+    from nmt.cli import app
+
+    config = Path(__file__).resolve().parents[2] / "configs" / "tiny.yaml"
+    folders = {}
+    for weight in (0.0, 0.1):
+        result = CliRunner().invoke(app, ["prepare", str(config), "--data", str(toy_zip),
+                                          "--set", f"train.guided_alignment={weight}",
+                                          "--set", f"data.prepared_dir={tmp_path / str(weight)}"])
+        assert result.exit_code == 0, result.output
+        folders[weight] = Path(result.output.strip().splitlines()[-1])
+    assert not (folders[0.0] / RECORD).exists()
+    assert (folders[0.1] / RECORD).is_file() and (folders[0.1] / f"{LINKS}.bin").is_file()

@@ -70,19 +70,19 @@ def training_words(path: Path, min_freq: int) -> Vocab:
 
 def word_counts(path: Path) -> dict[str, int]:
     """A word-count file (TRAINING_WORDS, TARGET_WORDS) as {word: count}, most frequent first."""
-    counts = {}
-    with open(path, encoding="utf-8") as f:
-        for line in f:
-            word, count = line.rstrip("\n").rsplit("\t", 1)
-            counts[word] = int(count)
-    return counts
+    return dict(_counted(path))
 
 
 def words_by_count(path: Path) -> Iterator[str]:
     """A word-count file's words, most frequent first, read only as far as they are wanted."""
+    return (word for word, _ in _counted(path))
+
+
+def _counted(path: Path) -> Iterator[tuple[str, int]]:
     with open(path, encoding="utf-8") as f:
         for line in f:
-            yield line.rstrip("\n").rsplit("\t", 1)[0]
+            word, count = line.rstrip("\n").rsplit("\t", 1)
+            yield word, int(count)
 
 
 def write_word_counts(path: Path, counts: dict[str, int]) -> None:

@@ -151,24 +151,22 @@ def source_alignment(weights: torch.Tensor, src_words: Sequence[tuple[str, list[
         return []
     mass = word_mass(weights, src_words, out_words)[candidates]  # (candidates, source words)
     chosen = mass.argmax(0).tolist()
-    if frequent is not None:
-        written = [out_words[c][0] for c in candidates]
-        chosen = [past_frequent(s, best, mass, src_words[s][0], written, candidates, frequent)
+    if frequent is not None:  # which output words are frequent: read once a sentence, not once a source word
+        common = [frequent.in_target(out_words[c][0]) for c in candidates]
+        chosen = [best if frequent.in_source(src_words[s][0]) else past_frequent(s, best, mass, candidates, common)
                   for s, best in enumerate(chosen)]
     return [(s, candidates[best]) for s, best in enumerate(chosen)]
 
 
-def past_frequent(source: int, best: int, mass: torch.Tensor, source_word: str, words: Sequence[str],
-                  candidates: Sequence[int], frequent: FrequentWords) -> int:
-    """The candidate a source word aligns to: `best`, or the next output word where `best` is a
-    frequent target word (an article, an auxiliary) written just before the next, which is not
-    frequent and reads the source word at least STEP_ATTENTION as much, and the source word is not
-    frequent itself. The decoder attends to a word as it writes what comes before its translation
+def past_frequent(source: int, best: int, mass: torch.Tensor, candidates: Sequence[int], common: Sequence[bool]
+                  ) -> int:
+    """The candidate a source word that is not frequent itself aligns to: `best`, or the next
+    output word where `best` is a frequent target word (`common`: an article, an auxiliary) written
+    just before the next, which is not frequent and reads the source word at least STEP_ATTENTION as
+    much. The decoder attends to a word as it writes what comes before its translation
     (`<b>Koalas</b>` -> `<b>Les</b> koalas`): most misplaced tags sat one word early."""
     after = best + 1
-    if (after < len(candidates) and candidates[after] == candidates[best] + 1
-            and frequent.in_target(words[best]) and not frequent.in_target(words[after])
-            and not frequent.in_source(source_word)
+    if (after < len(candidates) and candidates[after] == candidates[best] + 1 and common[best] and not common[after]
             and float(mass[after, source]) >= STEP_ATTENTION * float(mass[best, source])):
         return after
     return best

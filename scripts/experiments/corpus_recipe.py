@@ -17,7 +17,8 @@ Corpora:
   lowercased, normalised, tokenised text the papers' systems trained on (runs/recipe/<corpus>-tok):
   their output is scored as it is against the same references (already in the papers' form).
 - fra-eng-29k: 29,000 pairs drawn (seed 1) from fra-eng's training split, written with fra-eng's
-  whole held-out splits to data/fra-eng-29k.tsv, so its test split is fra-eng's (`nmt eval --bleu`).
+  whole held-out splits to data/fra-eng-29k.tsv, so its test split is fra-eng's (`nmt eval --bleu`);
+  fra-eng-80k (or any fra-eng-<N>k) likewise, N thousand pairs: a corpus between the sizes above.
 - fra-eng: the whole corpus, `nmt eval --bleu` on its test split.
 
 An arm is NAME=KEY=VALUE[,KEY=VALUE...] (`--set` overrides; NAME= alone is the config as it is);
@@ -33,6 +34,7 @@ import argparse
 import gzip
 import os
 import random
+import re
 import shutil
 import sys
 from pathlib import Path
@@ -78,8 +80,16 @@ def fra_eng_subset(corpus: Path, size: int, out: Path) -> Path:
         found = split_pair(fields[0], fields[1], DataConfig()) if len(fields) >= 2 else None
         if found:
             (train if found[0] == "train" else held_out).append(f"{fields[0]}\t{fields[1]}\n")
+    if size > len(train):
+        sys.exit(f"{corpus} has {len(train):,} training pairs: fewer than the {size:,} asked for")
     out.write_text("".join(random.Random(1).sample(train, size) + held_out), encoding="utf-8")
     return out
+
+
+def corpus_name(name: str) -> str:
+    if name in ("multi30k-en-de", "multi30k-de-en", "fra-eng") or re.fullmatch(r"fra-eng-[1-9][0-9]*k", name):
+        return name
+    raise argparse.ArgumentTypeError(f"{name}: not a corpus here (multi30k-en-de, multi30k-de-en, fra-eng, fra-eng-<N>k)")
 
 
 def moses_bleu(hyps: list[str], refs: list[str], lang: str):
@@ -158,7 +168,8 @@ def main() -> None:
         args = parser.parse_args()
         return score_outputs(args.outputs, args.test, args.tgt, args.multi30k / "tok")
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("corpora", nargs="+", choices=["multi30k-en-de", "multi30k-de-en", "fra-eng-29k", "fra-eng"])
+    parser.add_argument("corpora", nargs="+", type=corpus_name,
+                        help="multi30k-en-de, multi30k-de-en, fra-eng, fra-eng-<N>k (fra-eng-29k: N thousand pairs of it)")
     parser.add_argument("--arm", action="append", help="NAME=KEY=VALUE[,...]; default: recipe= and before=@before")
     parser.add_argument("--seeds", type=int, nargs="+", default=[1])
     parser.add_argument("--minutes", type=float, default=30)
@@ -182,8 +193,8 @@ def main() -> None:
                     "--set", "data.src_lang=en", "--set", "data.tgt_lang=de"]
             data += ["--set", "data.reverse=true"] if src == "de" else []
         else:
-            path = args.fra_eng if corpus == "fra-eng" else fra_eng_subset(args.fra_eng, 29_000,
-                                                                           Path("data/fra-eng-29k.tsv"))
+            path = args.fra_eng if corpus == "fra-eng" else fra_eng_subset(
+                args.fra_eng, int(corpus.split("-")[2][:-1]) * 1000, Path(f"data/{corpus}.tsv"))
             data = ["--data", str(path)]
         for seed in args.seeds:
             runs = []

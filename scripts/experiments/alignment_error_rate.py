@@ -9,7 +9,9 @@ English word (what `--align` printed first), each English word to one French wor
 and `--markup` read since),
 the links both directions agree on and their union. Prints the alignment error rate (Och and Ney:
 1 - (|A&S| + |A&P|) / (|A| + |S|), lower is better) with precision and recall, beside a baseline
-that aligns French word i to the English word at the same relative position.
+that aligns French word i to the English word at the same relative position. Each table is printed
+twice: on the gold set's text as it is (lowercased, "de les", "je ai") and on the same sentences as
+a user writes them (`written`), which the model's training text resembles.
 
     python scripts/experiments/alignment_error_rate.py -c runs/default --e hansards.e --f hansards.f --a hansards.a
 """
@@ -25,6 +27,7 @@ REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 
 import nmt  # noqa: E402
+from nmt.inference.glossary import elides_before  # noqa: E402
 from nmt.inference.words import text_words, words_of  # noqa: E402
 
 
@@ -61,28 +64,42 @@ def main() -> None:
     gold = [read_gold(line) for line in Path(args.a).read_text(encoding="utf-8").splitlines()]
     with open(args.e, encoding="utf-8") as e_file, open(args.f, encoding="utf-8") as f_file:
         pairs = [(e.strip(), f.strip()) for e, f in itertools.islice(zip(e_file, f_file), len(gold))]
-    names = ("each French word's English word", "each English word's French word (--align, --markup)",
-             "  the same without the step past frequent words", "both directions agree",
-             "either direction (their union)", "same relative position")
-    counts = {name: [0, 0, 0, 0] for name in names}  # A&S, A&P, |A|, |S|
+    for natural in (False, True):
+        print("as the gold set writes them (lowercased, \"de les\", \"je ai\")" if not natural else
+              "\nin the text a user writes (contractions and elisions made, hyphens and apostrophes joined, "
+              "first letters capitalized; each word linked through its longest gold token)")
+        score(model, pairs, gold, natural)
+
+
+NAMES = ("each French word's English word", "each English word's French word (--align, --markup)",
+         "  the same without the step past frequent words", "both directions agree",
+         "either direction (their union)", "same relative position")
+
+
+def score(model, pairs: list[tuple[str, str]], gold: list, natural: bool) -> None:
+    counts = {name: [0, 0, 0, 0] for name in NAMES}  # A&S, A&P, |A|, |S|
     skipped = 0
     for (english, french), (sure, possible) in zip(pairs, gold):
-        given = model.score(english, french)[0]
-        attention = model.attention(english, given.tokens)
-        spans = token_spans([w for w, _ in words_of(attention.src_tokens)], english.split())
         e_tokens, f_tokens = english.split(), french.split()
-        if spans is None or given.words != f_tokens:
+        e_text, f_text, f_words = english, french, [[i] for i in range(len(f_tokens))]
+        if natural:
+            (e_text, _), (f_text, f_words) = written(e_tokens), written(f_tokens, french=True)
+        given = model.score(e_text, f_text)[0]
+        attention = model.attention(e_text, given.tokens)
+        e_spans = token_spans([w for w, _ in words_of(attention.src_tokens)], e_tokens)
+        if e_spans is None or given.words != f_text.split():
             skipped += 1
             continue
+
         def on_gold(links: list[tuple[int, int]]) -> set[tuple[int, int]]:
-            # a word the model reads as several gold tokens ("complex,") links through its longest one
-            return {(f, max(spans[s], key=lambda i: len(e_tokens[i]))) for s, f in links}
+            # a word the model reads as several gold tokens ("complex,", "du") links through its longest one
+            return {(longest(f_words[f], f_tokens), longest(e_spans[s], e_tokens)) for s, f in links}
 
         by_output = on_gold(attention.alignment(given, each_output_word=True))
         by_source = on_gold(attention.alignment(given, frequent=model.frequent))
         unstepped = on_gold(attention.alignment(given))
         diagonal = {(f, round(f * (len(e_tokens) - 1) / max(len(f_tokens) - 1, 1))) for f in range(len(f_tokens))}
-        for name, links in zip(names, (by_output, by_source, unstepped, by_output & by_source, by_output | by_source,
+        for name, links in zip(NAMES, (by_output, by_source, unstepped, by_output & by_source, by_output | by_source,
                                        diagonal)):
             c = counts[name]
             c[0] += len(links & sure)
@@ -95,6 +112,41 @@ def main() -> None:
         aer = 1 - (a_s + a_p) / (a + s)
         print(f"{name}: AER {100 * aer:.1f}% | precision {100 * a_p / a:.1f}% | recall {100 * a_s / s:.1f}% "
               f"({a:,} links, {s:,} sure gold links)")
+
+
+def longest(group: list[int], tokens: list[str]) -> int:
+    return max(group, key=lambda i: len(tokens[i]))
+
+
+# The gold French splits what French writes as one word: "du" as "de le", "j'ai" as "je ai".
+CONTRACTED = {("de", "le"): "du", ("de", "les"): "des", ("à", "le"): "au", ("à", "les"): "aux"}
+ELIDING = {"je", "me", "te", "se", "le", "la", "ne", "de", "que", "ce", "jusque", "lorsque", "puisque"}
+
+
+def written(tokens: list[str], french: bool = False) -> tuple[str, list[list[int]]]:
+    """The gold tokens as a user writes them, so the model reads text like its training's, and
+    which tokens each of its words is made of."""
+    words: list[str] = []
+    groups: list[list[int]] = []
+    for i, token in enumerate(tokens):
+        before = words[-1] if words else ""
+        if french and (tokens[i - 1] if i else "", token) in CONTRACTED and groups[-1] == [i - 1]:
+            words[-1] = CONTRACTED[tokens[i - 1], token]
+        elif french and before.lower() in ELIDING and elides_before(token):
+            words[-1] = before[:-1] + "'" + token
+        elif french and before.lower() == "si" and token in ("il", "ils"):
+            words[-1] = "s'" + token
+        elif token == "-" and i + 1 < len(tokens) and before[-1:].isalnum() and tokens[i + 1][:1].isalnum():
+            words[-1] += "-"
+        elif words and (before.endswith(("-", "'")) or token in (",", ".")):
+            words[-1] += token
+        else:
+            words.append(token)
+            groups.append([i])
+            continue
+        groups[-1].append(i)
+    words[0] = words[0][:1].upper() + words[0][1:]
+    return " ".join(words), groups
 
 
 if __name__ == "__main__":

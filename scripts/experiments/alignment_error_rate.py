@@ -77,6 +77,8 @@ NAMES = ("each French word's English word", "each English word's French word (--
 
 
 def score(model, pairs: list[tuple[str, str]], gold: list, natural: bool) -> None:
+    """Each way of linking's AER on the gold pairs, given to the model as the gold set writes them or
+    (`natural`) as a user would; the links are scored on the gold tokens either way."""
     counts = {name: [0, 0, 0, 0] for name in NAMES}  # A&S, A&P, |A|, |S|
     skipped = 0
     for (english, french), (sure, possible) in zip(pairs, gold):

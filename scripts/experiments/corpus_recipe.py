@@ -87,9 +87,11 @@ def fra_eng_subset(corpus: Path, size: int, out: Path) -> Path:
 
 
 def corpus_name(name: str) -> str:
+    """A corpus argument as given, or argparse's error naming the choices."""
     if name in ("multi30k-en-de", "multi30k-de-en", "fra-eng") or re.fullmatch(r"fra-eng-[1-9][0-9]*k", name):
         return name
-    raise argparse.ArgumentTypeError(f"{name}: not a corpus here (multi30k-en-de, multi30k-de-en, fra-eng, fra-eng-<N>k)")
+    raise argparse.ArgumentTypeError(f"{name}: not a corpus here "
+                                     f"(multi30k-en-de, multi30k-de-en, fra-eng, fra-eng-<N>k)")
 
 
 def moses_bleu(hyps: list[str], refs: list[str], lang: str):
@@ -169,7 +171,7 @@ def main() -> None:
         return score_outputs(args.outputs, args.test, args.tgt, args.multi30k / "tok")
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("corpora", nargs="+", type=corpus_name,
-                        help="multi30k-en-de, multi30k-de-en, fra-eng, fra-eng-<N>k (fra-eng-29k: N thousand pairs of it)")
+                        help="multi30k-en-de, multi30k-de-en, fra-eng, fra-eng-<N>k (N thousand pairs of fra-eng)")
     parser.add_argument("--arm", action="append", help="NAME=KEY=VALUE[,...]; default: recipe= and before=@before")
     parser.add_argument("--seeds", type=int, nargs="+", default=[1])
     parser.add_argument("--minutes", type=float, default=30)

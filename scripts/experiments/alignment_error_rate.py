@@ -132,7 +132,8 @@ def written(tokens: list[str], french: bool = False) -> tuple[str, list[list[int
     groups: list[list[int]] = []
     for i, token in enumerate(tokens):
         before = words[-1] if words else ""
-        if french and (tokens[i - 1] if i else "", token) in CONTRACTED and groups[-1] == [i - 1]:
+        elided = token == "le" and i + 1 < len(tokens) and elides_before(tokens[i + 1])  # "à l'emploi", not "au"
+        if french and (tokens[i - 1] if i else "", token) in CONTRACTED and groups[-1] == [i - 1] and not elided:
             words[-1] = CONTRACTED[tokens[i - 1], token]
         elif french and before.lower() in ELIDING and elides_before(token):
             words[-1] = before[:-1] + "'" + token

@@ -237,6 +237,7 @@ class ModelConfig:
     # dropout on the decoder's outputs where they enter the output projection (OpenNMT-py's dropout on the
     # attentional output; LIUM-CVC's 0.5 on Multi30k): the regularizer a small corpus needs most
     output_dropout: float | str = 0.0
+    source_word_dropout: float = 0.0  # share of source tokens whose whole embedding is zeroed in training
 
     def __post_init__(self) -> None:
         _auto_or_number("model", self)
@@ -244,7 +245,7 @@ class ModelConfig:
                   num_layers=self.num_layers)
         _at_least("model", 0, init_uniform=self.init_uniform)
         _within("model", "[0, 1)", dropout=self.dropout, embed_dropout=self.embed_dropout,
-                output_dropout=self.output_dropout)
+                output_dropout=self.output_dropout, source_word_dropout=self.source_word_dropout)
         _one_of("model", ATTENTION_QUERIES, attention_query=self.attention_query)
         _one_of("model", DECODERS, decoder=self.decoder)
         if self.decoder == "parallel" and self.input_feeding:

@@ -45,12 +45,13 @@ class Encoder(nn.Module):
 
     def __init__(self, vocab_size: int, embed_size: int, hidden_size: int, num_layers: int,
                  dropout: float = 0.0, pad_id: int = 0, bidirectional: bool = False, bridge: bool = False,
-                 embed_dropout: float = 0.0):
+                 embed_dropout: float = 0.0, word_dropout: float = 0.0):
         super().__init__()
         assert not (bidirectional and hidden_size % 2), "model.bidirectional's rule, checked with the config"
         self.bidirectional = bidirectional
         self.embedding = nn.Embedding(vocab_size, embed_size, padding_idx=pad_id)
         self.embed_dropout = nn.Dropout(embed_dropout)
+        self.word_dropout = word_dropout
         self.rnn = nn.LSTM(embed_size, hidden_size // 2 if bidirectional else hidden_size, num_layers,
                            batch_first=True, dropout=dropout if num_layers > 1 else 0.0,
                            bidirectional=bidirectional)
@@ -82,6 +83,10 @@ class Encoder(nn.Module):
         last real token rather than after its padding (for the backward direction: at its first).
         """
         emb = self.embed_dropout(self.embed(src))  # (batch, src_len, embed)
+        if self.training and self.word_dropout > 0:
+            # Whole source tokens dropped (Nematus' dropout_source; Sennrich and Zhang 2019 for small
+            # corpora): one mask value a token, where embed_dropout draws one a feature.
+            emb = emb * F.dropout(emb.new_ones(emb.shape[:2] + (1,)), self.word_dropout)
         if src_lens is None:
             outputs, state = self.rnn(emb)
         else:

@@ -5,6 +5,7 @@ random subset of fra-eng, scored as the papers score them.
     python scripts/experiments/corpus_recipe.py multi30k-en-de --seeds 1 2
     python scripts/experiments/corpus_recipe.py multi30k-de-en fra-eng-29k --arm recipe= --arm before=@before
     python scripts/experiments/corpus_recipe.py score RACE/onmt-test.hyp RACE/nmt-test.hyp --test test_2016_flickr
+    python scripts/experiments/corpus_recipe.py score RUN-tok/val.de.hyp --test val --tokenized
 
 Corpora:
 - multi30k-en-de, multi30k-de-en: --multi30k DIR holds raw/{train,val,test_2016_flickr,
@@ -148,13 +149,16 @@ def multi30k(src: str, tgt: str, runs: list[tuple[str, Path]], raw: Path, tok: P
             print(f"| {name} | {run.name} | {last['step']:,} steps | {papers[name]} | {standard[name]} |", flush=True)
 
 
-def score_outputs(outputs: list[Path], test: str, tgt: str, tok: Path) -> None:
+def score_outputs(outputs: list[Path], test: str, tgt: str, tok: Path, tokenized_form: bool = False) -> None:
     """Outputs written elsewhere (race.py's onmt-test.hyp and nmt-test.hyp) scored as the papers
-    score, paired bootstrap against the first."""
+    score, paired bootstrap against the first; `tokenized_form`: outputs of a run trained on tok/,
+    already in the references' form."""
+    from sacrebleu.metrics import BLEU
     refs = (tok / f"{test}.lc.norm.tok.{tgt}").read_text(encoding="utf-8").splitlines()
-    tokenized = {}
+    tokenized, metric = {}, BLEU(tokenize="none", force=True)
     for path in outputs:
-        tokenized[str(path)], metric = moses_bleu(path.read_text(encoding="utf-8").splitlines(), refs, tgt)
+        lines = path.read_text(encoding="utf-8").splitlines()
+        tokenized[str(path)], metric = (lines, metric) if tokenized_form else moses_bleu(lines, refs, tgt)
     for name, found in paired(tokenized, refs, metric).items():
         print(f"| {name} | {test} ({tgt}) | {found} |")
 
@@ -167,8 +171,9 @@ def main() -> None:
         parser.add_argument("--test", choices=("val",) + TEST_SETS, default=TEST_SETS[0])  # val: choosing without the tests
         parser.add_argument("--tgt", choices=["en", "de"], default="de")
         parser.add_argument("--multi30k", type=Path, default=Path("data/multi30k"))
+        parser.add_argument("--tokenized", action="store_true", help="outputs of a run trained on tok/ (--tokenized)")
         args = parser.parse_args()
-        return score_outputs(args.outputs, args.test, args.tgt, args.multi30k / "tok")
+        return score_outputs(args.outputs, args.test, args.tgt, args.multi30k / "tok", args.tokenized)
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("corpora", nargs="+", type=corpus_name,
                         help="multi30k-en-de, multi30k-de-en, fra-eng, fra-eng-<N>k (N thousand pairs of fra-eng)")

@@ -238,7 +238,6 @@ class ModelConfig:
     # attentional output; LIUM-CVC's 0.5 on Multi30k): the regularizer a small corpus needs most
     output_dropout: float | str = 0.0
     source_word_dropout: float = 0.0  # share of source tokens whose whole embedding is zeroed in training
-    encoder_layer_norm: bool = False  # layer normalization of the encoder's outputs (nmtpy's, LIUM-CVC's Multi30k)
 
     def __post_init__(self) -> None:
         _auto_or_number("model", self)

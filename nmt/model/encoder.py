@@ -45,7 +45,7 @@ class Encoder(nn.Module):
 
     def __init__(self, vocab_size: int, embed_size: int, hidden_size: int, num_layers: int,
                  dropout: float = 0.0, pad_id: int = 0, bidirectional: bool = False, bridge: bool = False,
-                 embed_dropout: float = 0.0, word_dropout: float = 0.0, layer_norm: bool = False):
+                 embed_dropout: float = 0.0, word_dropout: float = 0.0):
         super().__init__()
         assert not (bidirectional and hidden_size % 2), "model.bidirectional's rule, checked with the config"
         self.bidirectional = bidirectional
@@ -58,9 +58,6 @@ class Encoder(nn.Module):
         # The learned bridge (Joey NMT's and OpenNMT-py's `bridge`): a layer per state from the
         # encoder's final (h, c) to the decoder's initial one, instead of copying them.
         self.bridge = nn.ModuleList(nn.Linear(hidden_size, hidden_size) for _ in range(2)) if bridge else None
-        # What attention reads, normalized per position (model.encoder_layer_norm; the final states stay as
-        # they are): the encoder outputs' scale set by two learned vectors rather than by the LSTM's.
-        self.layer_norm = nn.LayerNorm(hidden_size) if layer_norm else None
         self.target_pieces: nn.Embedding | None = None  # data.terms: see read_target_pieces
 
     def read_target_pieces(self, embedding: nn.Embedding) -> None:
@@ -96,8 +93,6 @@ class Encoder(nn.Module):
             packed, unsorted_indices = pack_by_length(emb, src_lens.cpu())
             outputs, state = self.rnn(packed)  # the final states come back in the input's order
             outputs = unpack(outputs, unsorted_indices, src.shape[1])
-        if self.layer_norm is not None:
-            outputs = self.layer_norm(outputs)
         return outputs, self._decoder_state(state)
 
     def _decoder_state(self, state: LSTMState) -> LSTMState:

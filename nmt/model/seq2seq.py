@@ -90,8 +90,7 @@ def build_model(cfg: ModelConfig, src_vocab: Vocab, tgt_vocab: Vocab, terms: boo
     encoder = Encoder(vocab_size=slots.offset if slots else len(src_vocab), embed_size=cfg.embed_size,
                       hidden_size=cfg.hidden_size, num_layers=cfg.num_layers, dropout=cfg.dropout,
                       pad_id=src_vocab.pad_id, bidirectional=cfg.bidirectional, bridge=cfg.bridge,
-                      embed_dropout=cfg.embed_dropout, word_dropout=cfg.source_word_dropout,
-                      layer_norm=cfg.encoder_layer_norm)
+                      embed_dropout=cfg.embed_dropout, word_dropout=cfg.source_word_dropout)
     shared = dict(vocab_size=len(tgt_vocab), embed_size=cfg.embed_size, hidden_size=cfg.hidden_size,
                   num_layers=cfg.num_layers, dropout=cfg.dropout, attention=cfg.attention, pad_id=tgt_vocab.pad_id,
                   tie_embeddings=cfg.tie_embeddings,

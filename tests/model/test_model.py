@@ -312,23 +312,3 @@ def test_source_word_dropout_zeroes_whole_tokens_in_training_only():
     assert torch.allclose(seen["emb"][~dropped], 2 * plain[~dropped])
     encoder.eval()(src)
     assert torch.equal(seen["emb"], plain)
-
-
-def test_encoder_layer_norm_normalizes_what_attention_reads_and_old_configs_load():
-    """model.encoder_layer_norm: each real position of the encoder's outputs has mean 0 and variance 1
-    before training moves the norm's two vectors; the final states are the LSTM's own. A run saved
-    before the key builds the model it was trained with (no norm)."""
-    from nmt.config import ModelConfig
-    from nmt.model.encoder import Encoder
-
-    torch.manual_seed(0)
-    normed, plain = Encoder(30, 8, 16, 1, layer_norm=True).eval(), Encoder(30, 8, 16, 1).eval()
-    plain.load_state_dict(normed.state_dict(), strict=False)
-    src, lens = torch.randint(4, 30, (3, 7)), torch.tensor([7, 5, 2])
-    outputs, state = normed(src, lens)
-    raw, raw_state = plain(src, lens)
-    assert torch.allclose(outputs[0].mean(-1), torch.zeros(7), atol=1e-5)
-    assert torch.allclose(outputs[0].var(-1, unbiased=False), torch.ones(7), atol=1e-2)  # LayerNorm's eps
-    assert torch.allclose(outputs, torch.nn.functional.layer_norm(raw, (16,)), atol=1e-6)
-    assert all(torch.equal(a, b) for a, b in zip(state, raw_state))
-    assert ModelConfig.__dataclass_fields__["encoder_layer_norm"].default is False  # a config without the key

@@ -5,7 +5,7 @@ random subset of fra-eng, scored as the papers score them.
     python scripts/experiments/corpus_recipe.py multi30k-en-de --seeds 1 2
     python scripts/experiments/corpus_recipe.py multi30k-de-en fra-eng-29k --arm recipe= --arm before=@before
     python scripts/experiments/corpus_recipe.py score RACE/onmt-test.hyp RACE/nmt-test.hyp --test test_2016_flickr
-    python scripts/experiments/corpus_recipe.py score RUN-tok/val.de.hyp --test val --tokenized
+    python scripts/experiments/corpus_recipe.py score RUN/val.de.hyp --tokenized RUN-tok/val.de.hyp --test val
 
 Corpora:
 - multi30k-en-de, multi30k-de-en: --multi30k DIR holds raw/{train,val,test_2016_flickr,
@@ -149,16 +149,16 @@ def multi30k(src: str, tgt: str, runs: list[tuple[str, Path]], raw: Path, tok: P
             print(f"| {name} | {run.name} | {last['step']:,} steps | {papers[name]} | {standard[name]} |", flush=True)
 
 
-def score_outputs(outputs: list[Path], test: str, tgt: str, tok: Path, tokenized_form: bool = False) -> None:
+def score_outputs(outputs: list[Path], test: str, tgt: str, tok: Path, as_is: list[Path] = ()) -> None:
     """Outputs written elsewhere (race.py's onmt-test.hyp and nmt-test.hyp) scored as the papers
-    score, paired bootstrap against the first; `tokenized_form`: outputs of a run trained on tok/,
-    already in the references' form."""
+    score, paired bootstrap against the first; `as_is`: outputs of runs trained on tok/ (--tokenized),
+    already in the references' form, scored after `outputs` as they are."""
     from sacrebleu.metrics import BLEU
     refs = (tok / f"{test}.lc.norm.tok.{tgt}").read_text(encoding="utf-8").splitlines()
-    tokenized, metric = {}, BLEU(tokenize="none", force=True)
-    for path in outputs:
+    tokenized, metric = {}, BLEU(tokenize="none", force=True)  # moses_bleu's metric is this one too
+    for path in [*outputs, *as_is]:
         lines = path.read_text(encoding="utf-8").splitlines()
-        tokenized[str(path)], metric = (lines, metric) if tokenized_form else moses_bleu(lines, refs, tgt)
+        tokenized[str(path)] = lines if path in as_is else moses_bleu(lines, refs, tgt)[0]
     for name, found in paired(tokenized, refs, metric).items():
         print(f"| {name} | {test} ({tgt}) | {found} |")
 
@@ -167,12 +167,15 @@ def main() -> None:
     if sys.argv[1:2] == ["score"]:  # score OUTPUT... --test SET --tgt LANG
         parser = argparse.ArgumentParser(description=score_outputs.__doc__)
         parser.add_argument("score")
-        parser.add_argument("outputs", type=Path, nargs="+")
+        parser.add_argument("outputs", type=Path, nargs="*")
         parser.add_argument("--test", choices=("val",) + TEST_SETS, default=TEST_SETS[0])  # val: choosing without the tests
         parser.add_argument("--tgt", choices=["en", "de"], default="de")
         parser.add_argument("--multi30k", type=Path, default=Path("data/multi30k"))
-        parser.add_argument("--tokenized", action="store_true", help="outputs of a run trained on tok/ (--tokenized)")
+        parser.add_argument("--tokenized", type=Path, action="append", default=[],
+                            help="an output of a run trained on tok/ (--tokenized), scored as it is")
         args = parser.parse_args()
+        if not args.outputs and not args.tokenized:
+            parser.error("give outputs to score")
         return score_outputs(args.outputs, args.test, args.tgt, args.multi30k / "tok", args.tokenized)
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("corpora", nargs="+", type=corpus_name,

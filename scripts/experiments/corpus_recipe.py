@@ -95,17 +95,22 @@ def corpus_name(name: str) -> str:
                                      f"(multi30k-en-de, multi30k-de-en, fra-eng, fra-eng-<N>k)")
 
 
-def moses_bleu(hyps: list[str], refs: list[str], lang: str):
-    """BLEU as the Multi30k papers score: lowercased, normalised, Moses-tokenized, against the
-    official tokenised references (already lowercased), with no tokenization of sacreBLEU's own."""
+def papers_form(hyps: list[str], lang: str) -> list[str]:
+    """Outputs as the Multi30k papers score them: lowercased, normalised, Moses-tokenized, the form
+    of the official tokenised references (a run trained on tok/ writes it already: tokenizing again
+    would escape "&apos;" twice)."""
     try:
         from sacremoses import MosesPunctNormalizer, MosesTokenizer
     except ImportError:
         sys.exit("scoring as the Multi30k papers do needs Moses' tokenizer: pip install sacremoses")
-    from sacrebleu.metrics import BLEU
     normalizer, tokenizer = MosesPunctNormalizer(lang=lang), MosesTokenizer(lang=lang)
-    tokenized = [tokenizer.tokenize(normalizer.normalize(h.lower()), return_str=True) for h in hyps]
-    return tokenized, BLEU(tokenize="none", force=True)
+    return [tokenizer.tokenize(normalizer.normalize(h.lower()), return_str=True) for h in hyps]
+
+
+def papers_bleu():
+    """BLEU against the tokenised references, with no tokenization of sacreBLEU's own."""
+    from sacrebleu.metrics import BLEU
+    return BLEU(tokenize="none", force=True)
 
 
 def paired(systems: dict[str, list[str]], refs: list[str], metric) -> dict[str, str]:
@@ -134,13 +139,11 @@ def multi30k(src: str, tgt: str, runs: list[tuple[str, Path]], raw: Path, tok: P
                 out.write_text(nmt("translate", "-c", str(run / "best.pt"), "--input", str(sources)), encoding="utf-8")
             hyps[name] = out.read_text(encoding="utf-8").splitlines()
         tok_refs = (tok / f"{test}.lc.norm.tok.{tgt}").read_text(encoding="utf-8").splitlines()
-        if tokenized_form:  # already the references' form: tokenizing again would escape "&apos;" twice
-            papers, standard = paired(hyps, tok_refs, BLEU(tokenize="none", force=True)), dict.fromkeys(hyps, "-")
+        papers = paired({name: h if tokenized_form else papers_form(h, tgt) for name, h in hyps.items()},
+                        tok_refs, papers_bleu())
+        if tokenized_form:  # no raw references for outputs in the papers' form
+            standard = dict.fromkeys(hyps, "-")
         else:
-            tokenized = {}
-            for name, h in hyps.items():
-                tokenized[name], metric = moses_bleu(h, tok_refs, tgt)
-            papers = paired(tokenized, tok_refs, metric)
             raw_refs = (raw / f"{test}.{tgt}").read_text(encoding="utf-8").splitlines()
             standard = paired(hyps, raw_refs, BLEU())
         print(f"\n{test} ({src}->{tgt}), beam 5: lowercased Moses-tokenized BLEU | sacreBLEU standard")
@@ -153,18 +156,17 @@ def score_outputs(outputs: list[Path], test: str, tgt: str, tok: Path, as_is: li
     """Outputs written elsewhere (race.py's onmt-test.hyp and nmt-test.hyp) scored as the papers
     score, paired bootstrap against the first; `as_is`: outputs of runs trained on tok/ (--tokenized),
     already in the references' form, scored after `outputs` as they are."""
-    from sacrebleu.metrics import BLEU
     refs = (tok / f"{test}.lc.norm.tok.{tgt}").read_text(encoding="utf-8").splitlines()
-    tokenized, metric = {}, BLEU(tokenize="none", force=True)  # moses_bleu's metric is this one too
-    for path in [*outputs, *as_is]:
+    systems = {}
+    for path, in_papers_form in [(p, False) for p in outputs] + [(p, True) for p in as_is]:
         lines = path.read_text(encoding="utf-8").splitlines()
-        tokenized[str(path)] = lines if path in as_is else moses_bleu(lines, refs, tgt)[0]
-    for name, found in paired(tokenized, refs, metric).items():
+        systems[str(path)] = lines if in_papers_form else papers_form(lines, tgt)
+    for name, found in paired(systems, refs, papers_bleu()).items():
         print(f"| {name} | {test} ({tgt}) | {found} |")
 
 
 def main() -> None:
-    if sys.argv[1:2] == ["score"]:  # score OUTPUT... --test SET --tgt LANG
+    if sys.argv[1:2] == ["score"]:  # score OUTPUT... [--tokenized OUTPUT]... --test SET --tgt LANG
         parser = argparse.ArgumentParser(description=score_outputs.__doc__)
         parser.add_argument("score")
         parser.add_argument("outputs", type=Path, nargs="*")

@@ -238,6 +238,9 @@ class ModelConfig:
     # attentional output; LIUM-CVC's 0.5 on Multi30k): the regularizer a small corpus needs most
     output_dropout: float | str = 0.0
     source_word_dropout: float = 0.0  # share of source tokens whose whole embedding is zeroed in training
+    # a separate attention trained toward the aligner's links and queried with the word written, from
+    # which --align, --markup and the page read alignments (nmt/model/alignment_head.py); it changes no translation
+    alignment_head: bool = False
 
     def __post_init__(self) -> None:
         _auto_or_number("model", self)

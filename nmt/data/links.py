@@ -89,9 +89,9 @@ def agreed_links(src_lines: Iterable[str], tgt_lines: Iterable[str]) -> Iterator
     try:
         import eflomal
     except ImportError:
-        raise NmtError("eflomal is not installed (guided alignment, data.terms and the alignment experiments need "
-                       "it): pip install eflomal, or pip install -e '.[align]'; or train with "
-                       "train.guided_alignment: 0 and data.terms: 0") from None
+        raise NmtError("eflomal is not installed (guided alignment, the alignment head, data.terms and the alignment "
+                       "experiments need it): pip install eflomal, or pip install -e '.[align]'; or train with "
+                       "train.guided_alignment: 0, model.alignment_head: false and data.terms: 0") from None
     with tempfile.TemporaryDirectory() as tmp:
         forward, reverse = Path(tmp) / "fwd", Path(tmp) / "rev"
         # (an empty side: one token that links nowhere in the sentence's real tokens)

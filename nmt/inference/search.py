@@ -460,13 +460,18 @@ def forced(model: Seq2Seq, src: torch.Tensor, src_lens: torch.Tensor, specials: 
     """The decoder fed given outputs (from any search, or a person): per row the log-probability
     of each token, <eos> last, on the scale search scores on (`specials.banned` excluded alike), and
     the attention weights (len(output) + 1, src_len). One decoder call a step for the batch.
-    Without `scored`, the weights alone (and empty score lists): no step ranks the vocabulary."""
+    Without `scored`, the weights alone (and empty score lists): no step ranks the vocabulary; from a
+    model with an alignment head, its weights (`nmt.model.alignment_head`), not the attention's."""
     bos_id, eos_id = specials.bos, specials.eos
     rows, steps = len(outputs), max(len(o) for o in outputs) + 1
     target = torch.full((rows, steps), eos_id, dtype=torch.long)
     for i, output in enumerate(outputs):
         target[i, : len(output)] = torch.tensor(output, dtype=torch.long)
     target = target.to(src.device)
+    if not scored and getattr(model, "alignment_head", None) is not None:  # what alignments read: one pass
+        tgt_in = torch.cat((torch.full_like(target[:, :1], bos_id), target[:, :-1]), 1)
+        aligned = model.aligned(src, src_lens, tgt_in, target).float().cpu()
+        return [([], aligned[i, : len(o) + 1, : int(src_lens[i])]) for i, o in enumerate(outputs)]
     state = model.encode(src, src_lens)
     prev = torch.full((rows,), bos_id, dtype=torch.long, device=src.device)
     scores, weights = [], []

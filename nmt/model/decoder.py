@@ -179,6 +179,13 @@ class AttentionDecoder(nn.Module):
         """
         emb = self.embed(tgt_in)  # (batch, tgt_len, embed), looked up once for all steps
         hidden, state, weights = self.teacher_forced(emb, state)
+        return self.scored(hidden, emb, weights, state, positions), state, weights
+
+    def scored(self, hidden: torch.Tensor, emb: torch.Tensor, weights: torch.Tensor, state: DecoderState,
+               positions: torch.Tensor | None = None) -> torch.Tensor | CopyScores:
+        """The teacher-forced run's outputs `hidden` (batch, tgt_len, hidden), with the embeddings
+        and attention they came from, -> the logits `forward` returns (see there)."""
+        tgt_len = hidden.shape[1]
 
         def rows(x: torch.Tensor) -> torch.Tensor:  # (batch, tgt_len, ...) -> (rows, ...)
             return x.flatten(0, 1) if positions is None else x.flatten(0, 1).index_select(0, positions)
@@ -186,14 +193,14 @@ class AttentionDecoder(nn.Module):
         outputs = self.output_dropout(rows(hidden))
         logits = self.project(outputs)  # the output projection, the largest matrix product: once for all steps
         if self.copy is not None:
-            copy_ids = state.copy_ids[:, None].expand(-1, tgt_in.shape[1], -1)
+            copy_ids = state.copy_ids[:, None].expand(-1, tgt_len, -1)
             logits = self.copy(logits, outputs, rows(emb), rows(weights), rows(copy_ids))
             if positions is not None:
-                return logits, state, weights
+                return logits
             logits = logits.log_probs()
         if positions is None:
             logits = logits.unflatten(0, hidden.shape[:2])
-        return logits, state, weights
+        return logits
 
     def decode_step(self, prev_ids: torch.Tensor, state: DecoderState
                     ) -> tuple[torch.Tensor, DecoderState, torch.Tensor]:

@@ -56,21 +56,27 @@ class SummedCrossEntropy(torch.autograd.Function):
 def batch_loss(model: Seq2Seq, batch: Batch, pad_id: int, precision: str = "fp32",
                label_smoothing: float = 0.0, guided_alignment: float = 0.0) -> torch.Tensor:
     """Summed cross-entropy over the batch's non-pad target tokens (divide by num_tokens for the mean);
-    with `guided_alignment` and a batch that holds the aligner's links, plus that weight times the
-    attention's cross-entropy against them (`alignment_loss`)."""
+    with a batch that holds the aligner's links, plus `guided_alignment` times the attention's
+    cross-entropy against them (`alignment_loss`), and the alignment head's own, where the model
+    has one (its inputs detached: it teaches the translation model nothing)."""
     positions = batch.positions  # flat indices of the non-pad targets: logits for these only
     if positions is None:  # a batch made by hand, not by collate()
         positions = (batch.tgt_out.flatten() != pad_id).nonzero().squeeze(1)
-    guided = guided_alignment > 0 and batch.alignment is not None
+    linked = batch.alignment is not None
     with autocast(batch.src.device, precision):
-        out = model(batch.src, batch.src_lens, batch.tgt_in, positions, attention=guided)
-    logits, weights = out if guided else (out, None)  # (num_tokens, vocab), the attention for guidance
+        out = model(batch.src, batch.src_lens, batch.tgt_in, positions, attention=linked,
+                    tgt_out=batch.tgt_out if linked else None)
+    logits, weights, aligned = out if linked else (out, None, None)  # (num_tokens, vocab), attention, the head's
     targets = batch.tgt_out.flatten()[positions]
     if isinstance(logits, CopyScores):
         loss = logits.cross_entropy(targets, label_smoothing)
     else:
         loss = SummedCrossEntropy.apply(logits, targets, label_smoothing)
-    return loss + guided_alignment * alignment_loss(weights, batch.alignment) if guided else loss
+    if linked and guided_alignment > 0:
+        loss = loss + guided_alignment * alignment_loss(weights, batch.alignment)
+    if aligned is not None:
+        loss = loss + alignment_loss(aligned, batch.alignment)
+    return loss
 
 
 def alignment_loss(weights: torch.Tensor, gold: torch.Tensor) -> torch.Tensor:

@@ -9,6 +9,7 @@ from nmt.config import ModelConfig
 from nmt.data.terms import TermSlots
 from nmt.data.vocab import Vocab
 from nmt.hardware import to_device
+from nmt.model.alignment_head import AlignmentHead
 from nmt.model.attention import sequence_mask
 from nmt.model.copy import CopyGate, CopyScores
 from nmt.model.decoder import AttentionDecoder, Decoder, DecoderState
@@ -32,10 +33,11 @@ def with_named(top: torch.Tensor, ids: torch.Tensor, log_probs: torch.Tensor, al
 
 
 class Seq2Seq(nn.Module):
-    def __init__(self, encoder: Encoder, decoder: AttentionDecoder):
+    def __init__(self, encoder: Encoder, decoder: AttentionDecoder, alignment_head: AlignmentHead | None = None):
         super().__init__()
         self.encoder = encoder
         self.decoder = decoder
+        self.alignment_head = alignment_head  # model.alignment_head: what alignments read, where there is one
 
     def encode(self, src: torch.Tensor, src_lens: torch.Tensor) -> DecoderState:
         """src (batch, src_len), src_lens (batch,) on any device -> the decoder's initial state.
@@ -75,13 +77,30 @@ class Seq2Seq(nn.Module):
         return logits.log_softmax(-1), state, weights
 
     def forward(self, src: torch.Tensor, src_lens: torch.Tensor, tgt_in: torch.Tensor,
-                positions: torch.Tensor | None = None, attention: bool = False
-                ) -> torch.Tensor | CopyScores | tuple[torch.Tensor | CopyScores, torch.Tensor]:
+                positions: torch.Tensor | None = None, attention: bool = False, tgt_out: torch.Tensor | None = None
+                ) -> torch.Tensor | CopyScores | tuple[torch.Tensor | CopyScores, torch.Tensor, torch.Tensor | None]:
         """Teacher forcing: -> logits (batch, tgt_len, tgt_vocab), or (len(positions), tgt_vocab)
         for the flat (batch * tgt_len) `positions` only (with copy attention: `CopyScores`); with
-        `attention`, also the attention weights (batch, tgt_len, src_len) that guided alignment reads."""
-        logits, _, weights = self.decoder(tgt_in, self.encode(src, src_lens), positions)
-        return (logits, weights) if attention else logits
+        `attention`, also the attention weights (batch, tgt_len, src_len) that guided alignment reads
+        and, given the written tokens `tgt_out` and with an alignment head, the head's weights (else None)."""
+        state = self.encode(src, src_lens)
+        emb = self.decoder.embed(tgt_in)  # (batch, tgt_len, embed), looked up once for all steps
+        hidden, final, weights = self.decoder.teacher_forced(emb, state)
+        logits = self.decoder.scored(hidden, emb, weights, final, positions)
+        if not attention:
+            return logits
+        aligned = None
+        if self.alignment_head is not None and tgt_out is not None:
+            aligned = self.alignment_head(hidden, self.decoder.embedding(tgt_out), state.memory, state.src_mask)
+        return logits, weights, aligned
+
+    def aligned(self, src: torch.Tensor, src_lens: torch.Tensor, tgt_in: torch.Tensor, tgt_out: torch.Tensor
+                ) -> torch.Tensor:
+        """The alignment head's weights (batch, tgt_len, src_len) for given outputs, in one teacher-forced pass."""
+        assert self.alignment_head is not None, "a model built with model.alignment_head"
+        state = self.encode(src, src_lens)
+        hidden, _, _ = self.decoder.teacher_forced(self.decoder.embed(tgt_in), state)
+        return self.alignment_head(hidden, self.decoder.embedding(tgt_out), state.memory, state.src_mask)
 
 
 def build_model(cfg: ModelConfig, src_vocab: Vocab, tgt_vocab: Vocab, terms: bool = False) -> Seq2Seq:
@@ -108,7 +127,7 @@ def build_model(cfg: ModelConfig, src_vocab: Vocab, tgt_vocab: Vocab, terms: boo
             decoder.out.weight = encoder.embedding.weight
     if slots:
         encoder.read_target_pieces(decoder.embedding)
-    model = Seq2Seq(encoder, decoder)
+    model = Seq2Seq(encoder, decoder, AlignmentHead(cfg.hidden_size, cfg.embed_size) if cfg.alignment_head else None)
     if cfg.init_uniform > 0:
         for param in model.parameters():
             nn.init.uniform_(param, -cfg.init_uniform, cfg.init_uniform)

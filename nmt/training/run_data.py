@@ -149,13 +149,19 @@ def load_data(cfg: Config, data_path: str | None, out_dir: Path, resume: dict | 
                         encode_pairs(valid_pairs, src_vocab, tgt_vocab, tokenizer=tokenizer),
                         references.subset([i % every == 0 for i in range(len(references.sources))]),
                         texts, cfg.data, corpus_print, folder,
-                        terms, cfg.train.guided_alignment > 0)
+                        terms, trains_on_links(cfg))
 
 
 def links_of(folder: Path, cfg: Config) -> IndexedArray | None:
     """eflomal's links of a prepared corpus's training pairs where `cfg` trains with them (guided
     alignment, data.terms): aligned by the first prepare or run that needs them, then read."""
-    return training_links(folder) if cfg.train.guided_alignment > 0 or cfg.data.terms > 0 else None
+    return training_links(folder) if trains_on_links(cfg) or cfg.data.terms > 0 else None
+
+
+def trains_on_links(cfg: Config) -> bool:
+    """Whether batches carry the aligner's links as gold attention: for guided alignment, or the
+    alignment head (`model.alignment_head`)."""
+    return cfg.train.guided_alignment > 0 or cfg.model.alignment_head
 
 
 def write_run_files(data: TrainingData, cfg: Config, out_dir: Path) -> None:

@@ -48,8 +48,10 @@ def build_training_model(cfg: Config, data: TrainingData, device: torch.device, 
     model = build_model(cfg.model, data.src_vocab, data.tgt_vocab, terms=cfg.data.terms > 0).to(device)
     trained: torch.nn.Module = model
     if world.distributed:
+        # (the alignment head has no gradient from a batch without the aligner's links)
         trained = torch.nn.parallel.DistributedDataParallel(
-            model, device_ids=[device.index] if device.type == "cuda" else None)
+            model, device_ids=[device.index] if device.type == "cuda" else None,
+            find_unused_parameters=model.alignment_head is not None)
     # The fused kernel updates all parameters in one pass instead of a dozen ops per tensor.
     optimizer = torch.optim.Adam(model.parameters(), lr=cfg.train.lr, fused=device.type in ("cpu", "cuda"))
     return model, trained, optimizer

@@ -10,6 +10,7 @@ import torch
 
 from nmt.config import Config
 from nmt.data.batches import Batch
+from nmt.model.alignment_head import translation_and_head_parameters
 from nmt.model.loss import batch_loss
 from nmt.training import distributed
 
@@ -44,6 +45,7 @@ def train_step(model: torch.nn.Module, batches: Sequence[Batch], optimizer: torc
     else:
         loss = loss_sum / total_tokens
     if cfg.train.clip_grad > 0:
-        torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.train.clip_grad)
+        for group in translation_and_head_parameters(model):
+            torch.nn.utils.clip_grad_norm_(group, cfg.train.clip_grad)
     optimizer.step()
     return loss, total_tokens

@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 import torch
 from conftest import TINY
+from helpers.linked_pairs import HANDFUL, reversed_links
 
 from nmt.config import config_from_dict
 from nmt.data.batches import Example, collate, encode_pairs, gold_attention
@@ -21,8 +22,6 @@ from nmt.training.loop import train_step
 
 pytest.importorskip("eflomal")
 
-HANDFUL = [("go now .", "va maintenant !"), ("he is calm .", "il est calme ."), ("i am home .", "je suis chez moi ."),
-           ("we see a big red boat .", "nous voyons un grand bateau rouge ."), ("wait here !", "attends ici !")]
 
 
 def test_gold_attention_spreads_a_target_over_its_linked_sources_and_links_eos():
@@ -33,12 +32,6 @@ def test_gold_attention_spreads_a_target_over_its_linked_sources_and_links_eos()
     assert gold[0].tolist() == [[0.5, 0.5, 0, 0], [0, 0, 1, 0], [0, 0, 0, 1]]  # (the link out of range is dropped)
     assert not gold[1].any()  # an example without links is not guided
     assert collate([plain], 0, 1).alignment is None and collate([linked, plain], 0, 1).alignment is not None
-
-
-def reversed_links(example: Example) -> np.ndarray:
-    """Target piece j to source piece n-1-j (clamped): an alignment no model finds on its own."""
-    n_src, n_tgt = len(example.src) - 1, len(example.tgt) - 1
-    return np.array([[max(0, n_src - 1 - j), j] for j in range(n_tgt)])
 
 
 @pytest.mark.parametrize("decoder", ["parallel", "stepwise"])
@@ -58,7 +51,7 @@ def test_the_loss_pulls_the_attention_onto_the_links(decoder):
             train_step(model, [batch], optimizer, cfg, tv.pad_id)
         model.eval()
         with torch.no_grad():
-            _, weights = model(batch.src, batch.src_lens, batch.tgt_in, attention=True)
+            _, weights, _ = model(batch.src, batch.src_lens, batch.tgt_in, attention=True)
         linked = batch.alignment.sum(-1) > 0
         mass[weight] = (weights * batch.alignment).sum(-1)[linked].mean().item()  # attention on the links
     assert mass[1.0] > 0.8 and mass[1.0] > mass[0.0] + 0.3, mass

@@ -32,7 +32,7 @@ ENSEMBLE_COMBINATIONS = ("log_prob", "prob")
 # A key set to `auto` is decided by the recipe for the corpus a run trains on (nmt/training/recipe.py).
 AUTO = "auto"
 RECIPE_KEYS = ("data.vocab_size", "data.max_len", "model.dropout", "model.embed_dropout", "model.output_dropout",
-               "train.label_smoothing", "train.lr", "train.epochs", "train.guided_alignment")
+               "train.label_smoothing", "train.lr", "train.epochs", "train.guided_alignment", "model.alignment_head")
 # A language code as it names files (PREFIX.en) and sacreBLEU tokenizers: letters, then -REGION.
 LANGUAGE_CODE = re.compile(r"[A-Za-z]{2,8}(-[A-Za-z0-9]{1,8})?")
 
@@ -48,7 +48,8 @@ def _auto_or_number(section: str, obj: Any) -> None:
         key_section, key = dotted.split(".")
         value = getattr(obj, key) if key_section == section else None
         if isinstance(value, str) and value != AUTO:
-            raise ConfigError(f"{section}.{key} must be a number or auto (got {value!r})")
+            kind = "true, false" if key == "alignment_head" else "a number"
+            raise ConfigError(f"{section}.{key} must be {kind} or auto (got {value!r})")
 
 
 def _positive(section: str, **values: float) -> None:
@@ -240,7 +241,7 @@ class ModelConfig:
     source_word_dropout: float = 0.0  # share of source tokens whose whole embedding is zeroed in training
     # a separate attention trained toward the aligner's links and queried with the word written, from
     # which --align, --markup and the page read alignments (nmt/model/alignment_head.py); it changes no translation
-    alignment_head: bool = False
+    alignment_head: bool | str = False
 
     def __post_init__(self) -> None:
         _auto_or_number("model", self)

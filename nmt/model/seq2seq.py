@@ -127,7 +127,8 @@ def build_model(cfg: ModelConfig, src_vocab: Vocab, tgt_vocab: Vocab, terms: boo
             decoder.out.weight = encoder.embedding.weight
     if slots:
         encoder.read_target_pieces(decoder.embedding)
-    model = Seq2Seq(encoder, decoder, AlignmentHead(cfg.hidden_size, cfg.embed_size) if cfg.alignment_head else None)
+    head = AlignmentHead(cfg.hidden_size, cfg.embed_size) if cfg.alignment_head is True else None  # (auto: decided)
+    model = Seq2Seq(encoder, decoder, head)
     if cfg.init_uniform > 0:
         for param in model.parameters():
             nn.init.uniform_(param, -cfg.init_uniform, cfg.init_uniform)

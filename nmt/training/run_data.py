@@ -161,7 +161,7 @@ def links_of(folder: Path, cfg: Config) -> IndexedArray | None:
 def trains_on_links(cfg: Config) -> bool:
     """Whether batches carry the aligner's links as gold attention: for guided alignment, or the
     alignment head (`model.alignment_head`)."""
-    return cfg.train.guided_alignment > 0 or cfg.model.alignment_head
+    return cfg.train.guided_alignment > 0 or cfg.model.alignment_head is True
 
 
 def write_run_files(data: TrainingData, cfg: Config, out_dir: Path) -> None:

@@ -48,7 +48,7 @@ class TrainingData:
     corpus: dict | None = None  # the corpus's fingerprint (nmt.data.manifest.fingerprint), kept in checkpoints
     folder: Path | None = None  # the prepared corpus
     terms: TermAnnotator | None = None  # data.terms: annotates the sources of a share of the batches with terms
-    guided: bool = False  # train.guided_alignment: batches carry the aligner's links as gold attention
+    guided: bool = False  # guided alignment or the alignment head: batches carry the aligner's links as gold attention
 
     def batch(self, rows: np.ndarray, draw: str) -> Batch:
         """The examples at `rows` of the training set as a batch. With data.copy_augment and

@@ -5,23 +5,12 @@ import numpy as np
 import pytest
 import torch
 from conftest import TINY
-from helpers.linked_pairs import HANDFUL, reversed_links
+from helpers.linked_pairs import linked_batch, mass_on_links, trained_on
 
 from nmt.config import config_from_dict
-from nmt.data.batches import Example, collate, encode_pairs
-from nmt.data.corpus import Pair
-from nmt.data.vocab import Vocab
 from nmt.inference.search import Specials, forced
 from nmt.model import build_model
 from nmt.model.loss import batch_loss
-from nmt.training.loop import train_step
-
-
-def linked_batch():
-    pairs = [Pair(en.split(), fr.split()) for en, fr in HANDFUL]
-    sv, tv = Vocab.build((p.src for p in pairs), 1), Vocab.build((p.tgt for p in pairs), 1)
-    examples = [Example(ex.src, ex.tgt, reversed_links(ex)) for ex in encode_pairs(pairs, sv, tv)]
-    return sv, tv, collate(examples, tv.pad_id, tv.bos_id)
 
 
 def config(decoder: str, head: bool, guided: float = 0.0, lr: float = 0.01):
@@ -56,18 +45,10 @@ def test_the_head_learns_links_its_attention_is_not_pulled_to_and_forced_decodin
     off, the head puts most of its weight on them, and forced decoding's alignment weights are the
     head's; the translation attention was never pulled there."""
     sv, tv, batch = linked_batch()
-    torch.manual_seed(0)
-    cfg = config(decoder, True)
-    model = build_model(cfg.model, sv, tv)
-    optimizer = torch.optim.Adam(model.parameters(), lr=cfg.train.lr)
-    for _ in range(80):
-        train_step(model, [batch], optimizer, cfg, tv.pad_id)
-    model.eval()
+    model = trained_on(batch, config(decoder, True), sv, tv)
     with torch.no_grad():
         _, attention, aligned = model(batch.src, batch.src_lens, batch.tgt_in, attention=True, tgt_out=batch.tgt_out)
-    linked = batch.alignment.sum(-1) > 0
-    on_links = {name: (w * batch.alignment).sum(-1)[linked].mean().item()
-                for name, w in (("head", aligned), ("attention", attention))}
+    on_links = {"head": mass_on_links(aligned, batch), "attention": mass_on_links(attention, batch)}
     assert on_links["head"] > 0.8 and on_links["head"] > on_links["attention"] + 0.3, on_links
 
     outputs = [[x for x in row if x not in (tv.pad_id, tv.eos_id)] for row in batch.tgt_out.tolist()]

@@ -8,17 +8,15 @@ import numpy as np
 import pytest
 import torch
 from conftest import TINY
-from helpers.linked_pairs import HANDFUL, reversed_links
+from helpers.linked_pairs import linked_batch, mass_on_links, trained_on
 
 from nmt.config import config_from_dict
-from nmt.data.batches import Example, collate, encode_pairs, gold_attention
-from nmt.data.corpus import Pair, resolve_corpus
+from nmt.data.batches import Example, collate, gold_attention
+from nmt.data.corpus import resolve_corpus
 from nmt.data.indexed import IndexedArray
 from nmt.data.links import LINKS, RECORD, training_links
 from nmt.data.prepare import ensure_prepared
 from nmt.data.vocab import Vocab
-from nmt.model import build_model
-from nmt.training.loop import train_step
 
 pytest.importorskip("eflomal")
 
@@ -36,24 +34,15 @@ def test_gold_attention_spreads_a_target_over_its_linked_sources_and_links_eos()
 
 @pytest.mark.parametrize("decoder", ["parallel", "stepwise"])
 def test_the_loss_pulls_the_attention_onto_the_links(decoder):
-    pairs = [Pair(en.split(), fr.split()) for en, fr in HANDFUL]
-    sv, tv = Vocab.build((p.src for p in pairs), 1), Vocab.build((p.tgt for p in pairs), 1)
-    examples = [Example(ex.src, ex.tgt, reversed_links(ex)) for ex in encode_pairs(pairs, sv, tv)]
-    batch = collate(examples, tv.pad_id, tv.bos_id)
+    sv, tv, batch = linked_batch()
     mass = {}
     for weight in (0.0, 1.0):
-        torch.manual_seed(0)
         cfg = config_from_dict({**TINY, "model": {**TINY["model"], "decoder": decoder},
                                 "train": {**TINY["train"], "lr": 0.01, "guided_alignment": weight}})
-        model = build_model(cfg.model, sv, tv)
-        optimizer = torch.optim.Adam(model.parameters(), lr=cfg.train.lr)
-        for _ in range(80):
-            train_step(model, [batch], optimizer, cfg, tv.pad_id)
-        model.eval()
+        model = trained_on(batch, cfg, sv, tv)
         with torch.no_grad():
             _, weights, _ = model(batch.src, batch.src_lens, batch.tgt_in, attention=True)
-        linked = batch.alignment.sum(-1) > 0
-        mass[weight] = (weights * batch.alignment).sum(-1)[linked].mean().item()  # attention on the links
+        mass[weight] = mass_on_links(weights, batch)  # attention on the links
     assert mass[1.0] > 0.8 and mass[1.0] > mass[0.0] + 0.3, mass
 
 

@@ -28,6 +28,7 @@ PRECISIONS = ("auto", "fp32", "bf16")
 LR_SCHEDULES = ("constant", "plateau", "linear")
 TOKENIZERS = ("word", "subword")
 SUBWORD_TYPES = ("unigram", "bpe")
+TERM_FORMS = ("append", "replace")  # data.term_form (nmt/data/terms.py)
 ENSEMBLE_COMBINATIONS = ("log_prob", "prob")
 # A key set to `auto` is decided by the recipe for the corpus a run trains on (nmt/training/recipe.py).
 AUTO = "auto"
@@ -142,6 +143,7 @@ class DataConfig:
     # share of the training batches in whose pairs a word or two of the source are followed by their aligned target
     # word (eflomal's links), so the model learns to place a glossary's terms (nmt/data/terms.py); 0: off
     terms: float = 0.0
+    term_form: str = "append"  # data.terms: the term after its source word (append) or in its place (replace)
     # subword: sentences a side SentencePiece learns from, a seeded sample of the training split when it is
     # larger (SentencePiece's input_sentence_size)
     subword_sample: int = 2_000_000
@@ -167,6 +169,7 @@ class DataConfig:
                   weight=self.weight)
         _one_of("data", TOKENIZERS, tokenizer=self.tokenizer)
         _one_of("data", SUBWORD_TYPES, subword_type=self.subword_type)
+        _one_of("data", TERM_FORMS, term_form=self.term_form)
         if self.num_pairs is not None:
             _positive("data", num_pairs=self.num_pairs)
         _at_least("data", 2, max_len=self.max_len)

@@ -2,9 +2,11 @@
 place it (Dinu et al., 2019, "train by appending"; OpenNMT-py's `terminology` transform).
 
 In a share of the training batches, a word or two of each source are followed by the target word
-the aligner linked them to (`nmt.data.links`), between two marks:
+the aligner linked them to (`nmt.data.links`), between two marks (data.term_form: append), or
+replaced by it (replace: the source word is gone, so the term is the only thing to translate it):
 
     ▁the ▁cat <term> ▁mat ou </term> ▁sleeps      ->      ▁le ▁mat ou ▁dort
+    ▁the <term> ▁mat ou </term> ▁sleeps           ->      ▁le ▁mat ou ▁dort
 
 The target word is given as target pieces: source ids from `len(src_vocab) + 2` on are target ids
 (the two before them are the marks), which the encoder reads through the decoder's own embedding
@@ -55,12 +57,13 @@ def word_of_each(pieces: Sequence[str], subword: bool = True) -> tuple[np.ndarra
 @dataclass(frozen=True)
 class TermSlots:
     """Where annotations live among the source ids: two marks after the source vocabulary, then
-    the target vocabulary."""
+    the target vocabulary; and whether an annotation follows its source words or stands in their place."""
     start: int  # <term>: len(src_vocab)
+    replaces: bool = False  # data.term_form: replace
 
     @classmethod
-    def of(cls, src_vocab: Vocab) -> TermSlots:
-        return cls(len(src_vocab))
+    def of(cls, src_vocab: Vocab, form: str = "append") -> TermSlots:
+        return cls(len(src_vocab), form == "replace")
 
     @property
     def end(self) -> int:  # </term>
@@ -74,29 +77,38 @@ class TermSlots:
         return [self.start, *(self.offset + t for t in target_ids), self.end]
 
 
-def annotated(src: Sequence[int], after: Sequence[tuple[int, Sequence[int]]], slots: TermSlots
+def annotated(src: Sequence[int], terms: Sequence[tuple[int, int, Sequence[int]]], slots: TermSlots
               ) -> tuple[list[int], np.ndarray]:
-    """`src` with each (position, target ids) of `after` annotated right after that position; and
-    each old position's new one (the links of guided alignment move with them)."""
-    out, moved, insert = [], np.empty(len(src), dtype=np.int64), dict(after)
-    for i, token in enumerate(src):
-        moved[i] = len(out)
-        out.append(token)
-        if i in insert:
-            out.extend(slots.annotation(insert[i]))
+    """`src` with each (first, last position of its source words, target ids) of `terms` annotated,
+    after those words or in their place (`slots.replaces`); and each old position's new one (the
+    links of guided alignment move with them: a replaced word's to its term's first piece). Of terms
+    whose words overlap, the first (the longest where two begin together) is annotated alone."""
+    out, moved = [], np.empty(len(src), dtype=np.int64)
+    by_first = {first: (last, ids) for first, last, ids in sorted(terms, key=lambda term: term[:2])}
+    i = 0
+    while i < len(src):
+        last, ids = by_first.get(i, (i, None))
+        if ids is not None and slots.replaces:
+            moved[i:last + 1] = len(out) + 1
+        else:
+            moved[i:last + 1] = np.arange(len(out), len(out) + last + 1 - i)
+            out.extend(src[i:last + 1])
+        if ids is not None:
+            out.extend(slots.annotation(ids))
+        i = last + 1
     return out, moved
 
 
 class TermAnnotator:
     """Annotates training pairs with terms from their links, for data.terms."""
 
-    def __init__(self, src_vocab: Vocab, tgt_vocab: Vocab, subword: bool = True):
-        self.slots = TermSlots.of(src_vocab)
+    def __init__(self, src_vocab: Vocab, tgt_vocab: Vocab, subword: bool = True, form: str = "append"):
+        self.slots = TermSlots.of(src_vocab, form)
         self.src_pieces, self.tgt_pieces, self.subword = src_vocab.itos, tgt_vocab.itos, subword
 
     def candidates(self, src: Sequence[int], tgt: Sequence[int], links: np.ndarray
-                   ) -> list[tuple[int, list[int]]]:
-        """(last position of a source word, the target ids of its word) for each pair of words
+                   ) -> list[tuple[int, int, list[int]]]:
+        """(first and last position of a source word, the target ids of its word) for each pair of words
         linked to each other alone, both spelling a word (<eos> links nothing)."""
         src_words, src_ok = word_of_each([self.src_pieces[i] for i in src], self.subword)
         tgt_words, tgt_ok = word_of_each([self.tgt_pieces[i] for i in tgt], self.subword)
@@ -110,8 +122,8 @@ class TermAnnotator:
         for s, targets in sorted(from_src.items()):
             t = min(targets)
             if len(targets) == 1 and from_tgt[t] == {s} and src_ok[s] and tgt_ok[t]:
-                last = int(np.flatnonzero(src_words == s)[-1])
-                out.append((last, [tgt[j] for j in np.flatnonzero(tgt_words == t)]))
+                where = np.flatnonzero(src_words == s)
+                out.append((int(where[0]), int(where[-1]), [tgt[j] for j in np.flatnonzero(tgt_words == t)]))
         return out
 
     def annotate(self, src: Sequence[int], tgt: Sequence[int], links: np.ndarray, rng: random.Random
@@ -123,7 +135,11 @@ class TermAnnotator:
             return None
         chosen = sorted(rng.sample(found, min(len(found), rng.randint(1, MOST_TERMS))))
         ids, moved = annotated(src, chosen, self.slots)
-        return ids, np.stack((moved[links[:, 0]], links[:, 1]), axis=1) if len(links) else links
+        if not len(links):
+            return ids, links
+        moved_links = np.stack((moved[links[:, 0]], links[:, 1]), axis=1)
+        # (a replaced word's pieces all move to one position: their links to one target piece become one)
+        return ids, np.unique(moved_links, axis=0) if self.slots.replaces else moved_links
 
 
 def term_spans(pieces: Sequence[str], sources: Sequence[str], subword: bool = True) -> list[tuple[int, int] | None]:

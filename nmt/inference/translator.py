@@ -325,7 +325,7 @@ class Translator:
         models = [member.model.to(device).eval() if engine == "torch" else load_engine(member.path, engine)
                   for member in loaded.members or [loaded]]
         model = Ensemble(models, loaded.weights, cfg.ensemble) if loaded.members else models[0]
-        terms = TermSlots.of(loaded.src_vocab) if loaded.cfg.data.terms > 0 else None
+        terms = TermSlots.of(loaded.src_vocab, loaded.cfg.data.term_form) if loaded.cfg.data.terms > 0 else None
         return cls(model, loaded.src_vocab, loaded.tgt_vocab, cfg, device, loaded.tokenizer, terms,
                    frequent_words(loaded.path.parent))
 
@@ -385,9 +385,9 @@ class Translator:
             # each term's source words: where search places it, and where a model trained with terms reads it
             places = term_spans(tokens[:len(ids) - 1], [term.source for term in terms[i]],
                                 self.tokenizer.kind == "subword") if ids and terms[i] else []
-            if self.terms is not None and any(places):  # each term after its source words, as in training
-                after = sorted((place[1], term.ids) for place, term in zip(places, terms[i]) if place)
-                ids, moved = annotated(ids, after, self.terms)
+            if self.terms is not None and any(places):  # each term after its source words or in their place, as trained
+                given = [(place[0], place[1], term.ids) for place, term in zip(places, terms[i]) if place]
+                ids, moved = annotated(ids, given, self.terms)
                 # the words' new positions, and their annotation's (up to the next word's)
                 places = [(int(moved[p[0]]), int(moved[p[1] + 1]) - 1) if p else None for p in places]
             prefix_ids = self.tgt_vocab.encode(next(prefix_tokens)) if prefixes[i] is not None else ()

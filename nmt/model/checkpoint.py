@@ -198,7 +198,8 @@ def vocabulary_difference(a: LoadedModel, b: LoadedModel) -> str:
                         (b.tokenizer.source_lang, b.tokenizer.target_lang)),
                        ("tokenizer", a.tokenizer.kind, b.tokenizer.kind),
                        ("data.protect", a.cfg.data.protect, b.cfg.data.protect),
-                       ("training with terms (data.terms > 0)", a.cfg.data.terms > 0, b.cfg.data.terms > 0)):
+                       ("training with terms (data.terms > 0)", a.cfg.data.terms > 0, b.cfg.data.terms > 0),
+                       ("data.term_form", a.cfg.data.term_form, b.cfg.data.term_form)):
         if x != y:
             return f"their {what} differs ({x} vs {y})"
     for side, x, y in (("source", a.src_vocab, b.src_vocab), ("target", a.tgt_vocab, b.tgt_vocab)):

@@ -144,7 +144,8 @@ def load_data(cfg: Config, data_path: str | None, out_dir: Path, resume: dict | 
     every = max(1, math.ceil(len(references.sources) / cfg.train.val_bleu_sentences))
     resegments = cfg.data.tokenizer == "subword" and bool(cfg.data.subword_sampling or cfg.data.copy_augment)
     texts = (prepared.texts("train", "src"), prepared.texts("train", "tgt")) if resegments else None
-    terms = TermAnnotator(src_vocab, tgt_vocab, cfg.data.tokenizer == "subword") if cfg.data.terms > 0 else None
+    terms = (TermAnnotator(src_vocab, tgt_vocab, cfg.data.tokenizer == "subword", cfg.data.term_form)
+             if cfg.data.terms > 0 else None)
     return TrainingData(tokenizer, src_vocab, tgt_vocab, train,
                         encode_pairs(valid_pairs, src_vocab, tgt_vocab, tokenizer=tokenizer),
                         references.subset([i % every == 0 for i in range(len(references.sources))]),

@@ -43,11 +43,11 @@ def test_a_pair_is_annotated_after_a_source_word_with_its_whole_target_word_and_
     slots = annotator.slots
     assert (slots.start, slots.end, slots.offset) == (len(SRC), len(SRC) + 1, len(SRC) + 2)
     candidates = annotator.candidates(src, tgt, links)
-    film = (1, [TGT.stoi[p] for p in ("▁long", "mé", "trage")])
-    assert film in candidates and (4, [TGT.stoi["."]]) not in candidates  # punctuation is never a term
-    assert all(position != 0 for position, _ in candidates)  # "the" -> "le": two letters, not a term
+    film = (1, 1, [TGT.stoi[p] for p in ("▁long", "mé", "trage")])
+    assert film in candidates and (4, 4, [TGT.stoi["."]]) not in candidates  # punctuation is never a term
+    assert all(first != 0 for first, _, _ in candidates)  # "the" -> "le": two letters, not a term
     ids, moved = annotated(src, [film], slots)
-    assert ids == src[:2] + [slots.start] + [slots.offset + t for t in film[1]] + [slots.end] + src[2:]
+    assert ids == src[:2] + [slots.start] + [slots.offset + t for t in film[2]] + [slots.end] + src[2:]
     assert moved.tolist() == [0, 1, 7, 8, 9, 10]
     done = annotator.annotate(src, tgt, links, random.Random(0))
     assert done is not None
@@ -57,10 +57,33 @@ def test_a_pair_is_annotated_after_a_source_word_with_its_whole_target_word_and_
     assert annotator.annotate(src, tgt, np.zeros((0, 2), dtype=np.int64), random.Random(0)) is None
 
 
+def test_the_replace_form_puts_the_term_in_place_of_its_source_words_and_their_links_on_it():
+    src, tgt, links = pair()
+    annotator = TermAnnotator(SRC, TGT, form="replace")
+    slots = annotator.slots
+    assert slots.replaces and not TermAnnotator(SRC, TGT).slots.replaces
+    film = (1, 1, [TGT.stoi[p] for p in ("▁long", "mé", "trage")])
+    ids, moved = annotated(src, [film], slots)
+    assert ids == src[:1] + [slots.start] + [slots.offset + t for t in film[2]] + [slots.end] + src[2:]
+    assert moved.tolist() == [0, 2, 6, 7, 8, 9]  # film's links go to the term's first piece
+    # a word of two pieces is replaced whole; of two overlapping terms the first is annotated alone
+    two = SRC.encode(["▁the", "▁film", "▁film", "."]) + [SRC.eos_id]
+    ids, moved = annotated(two, [(1, 2, [7]), (2, 2, [8])], slots)
+    assert ids == two[:1] + slots.annotation([7]) + two[3:] and moved.tolist() == [0, 2, 2, 4, 5]
+    for seed in range(5):
+        new_src, new_links = annotator.annotate(src, tgt, links, random.Random(seed))
+        kept = [t for t in new_src if t < slots.start]
+        assert 1 <= new_src.count(slots.start) == len(src) - len(kept)  # each term stands for one one-piece word
+        assert len(np.unique(new_links, axis=0)) == len(new_links)
+        source_of = {t: s for s, t in links.tolist()}  # (each target piece is linked once in this pair)
+        for s, t in new_links.tolist():  # a kept word keeps its link; a replaced one's is on its term's first piece
+            assert new_src[s] == src[source_of[t]] or new_src[s - 1] == slots.start
+
+
 def test_two_words_linked_to_one_are_no_term():
     src, tgt, links = pair()
     tangled = np.vstack([links, [[2, 5]]])  # "was" also linked to "bon": bon is no one word's alone
-    assert all(position != 3 for position, _ in TermAnnotator(SRC, TGT).candidates(src, tgt, tangled))
+    assert all(first != 3 for first, _, _ in TermAnnotator(SRC, TGT).candidates(src, tgt, tangled))
 
 
 def test_a_glossary_term_is_found_at_the_first_words_that_spell_it():
@@ -102,7 +125,7 @@ def term_task(seed: int) -> tuple[Vocab, Vocab, list[Example], list[tuple[list[i
     def example(noun: int, term: int | None) -> Example:
         src = sv.encode(["the", NOUNS[noun], "is", "here", "."]) + [sv.eos_id]
         if term is not None:
-            src = annotated(src, [(1, [tv.stoi[NOMS[term]]])], slots)[0]
+            src = annotated(src, [(1, 1, [tv.stoi[NOMS[term]]])], slots)[0]
         shown = NOMS[noun if term is None else term]
         return Example(src, tv.encode(["le", shown, "est", "ici", "."]) + [tv.eos_id])
 
@@ -132,21 +155,22 @@ def test_a_model_trained_with_terms_writes_a_term_it_was_never_given_for_that_wo
     assert sum(w == term for w, (_, term) in zip(written, tests)) >= 7, written
 
 
-@pytest.mark.parametrize("trained_with_terms", [True, False])
-def test_a_glossary_annotates_the_source_only_for_a_model_trained_with_terms(trained_with_terms):
-    cfg = config_from_dict({**TINY, "data": {**TINY["data"], "terms": 0.3 if trained_with_terms else 0.0}})
+@pytest.mark.parametrize("form", ["append", "replace", None])
+def test_a_glossary_annotates_the_source_as_trained_only_for_a_model_trained_with_terms(form):
+    data = {**TINY["data"], "terms": 0.3 if form else 0.0, "term_form": form or "append"}
+    cfg = config_from_dict({**TINY, "data": data})
     sv = Vocab(list(SPECIALS) + ["the", "film", "was", "good", "."])
     tv = Vocab(list(SPECIALS) + ["le", "long-métrage", "film", "était", "bon", "."])
-    model = build_model(cfg.model, sv, tv, terms=trained_with_terms).eval()
-    slots = TermSlots.of(sv) if trained_with_terms else None
+    model = build_model(cfg.model, sv, tv, terms=bool(form)).eval()
+    slots = TermSlots.of(sv, form) if form else None
     translator = Translator(model, sv, tv, cfg.decode, torch.device("cpu"), terms=slots)
     plain = sv.encode(["the", "film", "was", "good", "."]) + [sv.eos_id]
     sentence, = translator.sentences(["the film was good ."], glossary={"film": "long-métrage"})
     term = [tv.stoi["long-métrage"]]
-    assert sentence.ids == (annotated(plain, [(1, term)], slots)[0] if slots else plain)
+    assert sentence.ids == (annotated(plain, [(1, 1, term)], slots)[0] if slots else plain)
     assert sentence.rules.terms  # the search still guarantees the term
     # and places it where attention reads "film" (and, read by a model trained with terms, its annotation)
-    assert sentence.rules.sources == (frozenset({1, 2, 3, 4} if slots else {1}),)
+    assert sentence.rules.sources == (frozenset({"append": {1, 2, 3, 4}, "replace": {2, 3}, None: {1}}[form]),)
     translator.translate("the film was good .", glossary={"film": "long-métrage"})  # decodes annotated input
 
 

@@ -49,7 +49,7 @@ def _auto_or_number(section: str, obj: Any) -> None:
         key_section, key = dotted.split(".")
         value = getattr(obj, key) if key_section == section else None
         if isinstance(value, str) and value != AUTO:
-            kind = "true, false" if key == "alignment_head" else "a number"
+            kind = "true, false" if isinstance(getattr(type(obj), key, None), bool) else "a number"  # (by its default)
             raise ConfigError(f"{section}.{key} must be {kind} or auto (got {value!r})")
 
 

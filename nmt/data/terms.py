@@ -133,7 +133,7 @@ class TermAnnotator:
         found = self.candidates(src, tgt, links)
         if not found:
             return None
-        chosen = sorted(rng.sample(found, min(len(found), rng.randint(1, MOST_TERMS))))
+        chosen = rng.sample(found, min(len(found), rng.randint(1, MOST_TERMS)))  # (`annotated` orders them)
         ids, moved = annotated(src, chosen, self.slots)
         if not len(links):
             return ids, links

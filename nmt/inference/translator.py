@@ -388,7 +388,7 @@ class Translator:
             if self.terms is not None and any(places):  # each term after its source words or in their place, as trained
                 given = [(place[0], place[1], term.ids) for place, term in zip(places, terms[i]) if place]
                 ids, moved = annotated(ids, given, self.terms)
-                # the words' new positions, and their annotation's (up to the next word's)
+                # the words' new positions and their annotation's, or the annotation's alone where it replaced them
                 places = [(int(moved[p[0]]), int(moved[p[1] + 1]) - 1) if p else None for p in places]
             prefix_ids = self.tgt_vocab.encode(next(prefix_tokens)) if prefixes[i] is not None else ()
             rules = sentence_rules(spans, i, prefix_ids, [term.ids for term in terms[i]], self.pieces,

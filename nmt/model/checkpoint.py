@@ -191,6 +191,11 @@ def load_models(spec: str | Path | None, device: torch.device = torch.device("cp
     return replace(loaded[0], members=loaded, weights=weights)
 
 
+def terms_read(loaded: LoadedModel) -> str:
+    """How a run reads a glossary's terms in its source: the form it trained with, or not at all."""
+    return loaded.cfg.data.term_form if loaded.cfg.data.terms > 0 else "not trained with terms"
+
+
 def vocabulary_difference(a: LoadedModel, b: LoadedModel) -> str:
     """What keeps two models from sharing one search: a difference in direction, tokenizer or
     vocabularies ('' when there is none)."""
@@ -198,8 +203,7 @@ def vocabulary_difference(a: LoadedModel, b: LoadedModel) -> str:
                         (b.tokenizer.source_lang, b.tokenizer.target_lang)),
                        ("tokenizer", a.tokenizer.kind, b.tokenizer.kind),
                        ("data.protect", a.cfg.data.protect, b.cfg.data.protect),
-                       ("training with terms (data.terms > 0)", a.cfg.data.terms > 0, b.cfg.data.terms > 0),
-                       ("data.term_form", a.cfg.data.term_form, b.cfg.data.term_form)):
+                       ("training with terms (data.terms, data.term_form)", terms_read(a), terms_read(b))):
         if x != y:
             return f"their {what} differs ({x} vs {y})"
     for side, x, y in (("source", a.src_vocab, b.src_vocab), ("target", a.tgt_vocab, b.tgt_vocab)):

@@ -1,4 +1,4 @@
-"""Protected spans (data.protect): numbers the model moves but never rewrites.
+"""Protected spans (data.protect): numbers, links and the like, which the model moves but never rewrites.
 
 A network writes the digit pieces it has seen, not the ones it was given ("12 years" comes out
 "21 ans"). So, as OpenNMT's Tokenizer (its ⦅...⦆ placeholders) and Marian pipelines (@NUM@) do,
@@ -9,6 +9,12 @@ its place after every search, written as the target language writes it where tha
 unambiguous (English 3.5, 30,000, 7:45 are French 3,5, 30 000, 7h45). In the training data a
 target number takes the placeholder of the source number of the same value; a pair whose numbers
 do not match one to one (12 translated as "douze") keeps its text, so number words are still learnt.
+
+What must pass untranslated takes the same placeholders, one rule set for both: inline code,
+links, e-mail addresses, file paths, @handles, #tags, emoji, and in a source to translate any word
+holding a character that the source vocabulary lacks (another script: "東京"), each kept byte for byte
+(`verbatim`, found before the numbers, so a link's digits stay in the link). A number written
+with spaces between its thousands ("30 000") is one number.
 
 Search lets each output use a placeholder of its source at most once (`SpanRule`), so no number
 that is not in the source is ever printed from a placeholder; strict (decode.strict_numbers), it
@@ -21,12 +27,29 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-MAX_SPANS = 9  # placeholders ⦅N1⦆ ... ⦅N9⦆; a sentence with more numbers keeps them all as text
+import regex
+
+MAX_SPANS = 9  # placeholders ⦅N1⦆ ... ⦅N9⦆; a sentence with more spans keeps its numbers as text
 PLACEHOLDERS = tuple(f"⦅N{i}⦆" for i in range(1, MAX_SPANS + 1))
 _PLACEHOLDER = re.compile(r"⦅N(\d+)⦆")
 _SPACES = re.compile(r" {2,}")
 # a placeholder written right after another, a letter or a sentence's punctuation: a space goes between
 _GLUED = re.compile(r"(⦅N\d+⦆|[^\W\d_]|[.,;:!?])(?=⦅N\d+⦆)")
+_EMOJI = r"(?:\p{Extended_Pictographic}|\p{Regional_Indicator})(?:[\uFE0F\u200D\u20E3\p{Emoji_Modifier}]" \
+         r"|\p{Extended_Pictographic}|\p{Regional_Indicator})*"
+_UNTRANSLATED = regex.compile(r"""
+      `[^`\n]+`                                      # inline code
+    | (?i:https?://|ftp://|www\.)[^\s<>"'`]+         # a link (its closing punctuation given back below)
+    | [\w.+-]+@[\w-]+(?:\.[\w-]+)+                    # an e-mail address
+    | (?<![\w/~.])(?:~|\.{1,2})/[\w.~-]+(?:/[\w.~-]*)*  # a path from home or here (~/notes.txt, ./run.sh)
+    | (?<![\w/])/[\w.~-]+(?:/[\w.~-]*)+             # an absolute path (/usr/bin)
+    | (?<!\w)[A-Za-z]:\\\S+                          # a Windows path
+    | (?<![\w/])[\w.-]+/[\w./-]*\.[A-Za-z]\w*         # a relative path to a file
+    | (?<![\w@])@\w+                                 # a handle
+    | (?<![\w#&])\#\w*[^\W\d]\w*                     # a tag (a letter in it: #1 is a number)
+    | """ + _EMOJI, regex.VERBOSE)
+_LINK_END = regex.compile(r"[.,;:!?'\"]+$")
+_MAYBE_UNTRANSLATED = regex.compile(r"[`/@#:\\~]|[^\x00-\x7f]")  # most sentences hold none of these: skip the search
 
 
 @dataclass(frozen=True)
@@ -41,10 +64,12 @@ class Convention:
 
     def pattern(self) -> re.Pattern[str]:
         """A number as this language writes it: digit runs joined by single separators (its group
-        separators only before three digits, its time mark with optional spaces around)."""
+        separators only before three digits, its time mark with optional spaces around); any
+        language's thousands set apart by spaces after a lead of one to three digits (30 000)."""
         group = f"[{re.escape(self.reads_group)}](?=\\d{{3}}(?!\\d))" if self.reads_group else "(?!)"
         time = f"\\s?[{re.escape(self.reads_time)}]\\s?(?=\\d{{2}}(?!\\d))" if self.reads_time else "(?!)"
-        return re.compile(f"\\d+(?:(?:{group}|{time}|[.,:/-])\\d+)*")
+        spaced = "(?<!\\d)\\d{1,3}(?:[ \\u00a0\\u202f]\\d{3}(?!\\d))+"
+        return re.compile(f"{spaced}(?:[.,]\\d+(?![.,]?\\d))?|\\d+(?:(?:{group}|{time}|[.,:/-])\\d+)*")
 
 
 CONVENTIONS = {
@@ -65,6 +90,7 @@ class Number:
     text: str
     parts: tuple[str, ...]  # digits, mark, digits, ...
     marks: tuple[str, ...]  # per mark: G, D, T or the mark itself
+    kept: bool = False  # not a number: a span that passes untranslated (`untranslated`)
 
     @property
     def value(self) -> str:
@@ -92,7 +118,8 @@ def read_number(text: str, convention: Convention) -> Number:
         bare = mark.strip()
         if bare and bare in convention.reads_time and len(after) == 2:
             marks.append("T")
-        elif mark in convention.reads_group and len(after) == 3 and mark not in convention.reads_decimal:
+        elif (mark in convention.reads_group or mark in _SPACES_IN_NUMBERS) and len(after) == 3 \
+                and mark not in convention.reads_decimal:
             marks.append("G")
         elif mark in convention.reads_decimal:
             marks.append("D")
@@ -103,48 +130,123 @@ def read_number(text: str, convention: Convention) -> Number:
     return Number(text, parts, tuple(marks))
 
 
+_SPACES_IN_NUMBERS = (" ", "\u00a0", "\u202f")
+
+
+def untranslated(text: str) -> Number:
+    """A span kept byte for byte: its text is its value and its written form in any language."""
+    return Number(text, (text,), (), kept=True)
+
+
+@dataclass(frozen=True)
+class Found:
+    """A protected span of a text: where it is, and what it is."""
+    start: int
+    end: int
+    span: Number
+
+
+def untranslated_spans(text: str, known: frozenset[str] | None = None) -> list[Found]:
+    """What `text` holds that passes untranslated (code, links, addresses, paths, handles, tags,
+    emoji), in order; with `known` (the characters the vocabularies hold), also each run of words
+    holding a character outside it."""
+    if not _MAYBE_UNTRANSLATED.search(text):
+        return []
+    found = []
+    for match in _UNTRANSLATED.finditer(text):
+        value = match.group()
+        if value[0] != "`" and ("/" in value or value.lower().startswith("www.")):  # a link or path: its sentence's
+            value = _LINK_END.sub("", value)  # closing marks are not part of it (nor an unopened bracket's)
+            if value.endswith(")") and value.count("(") < value.count(")"):
+                value = value[:-1]
+        found.append(Found(match.start(), match.start() + len(value), untranslated(value)))
+    if known is not None and not text.isascii():
+        found = sorted(found + _unknown_words(text, known, found), key=lambda f: f.start)
+    return found
+
+
+def _unknown_words(text: str, known: frozenset[str], taken: Sequence[Found]) -> list[Found]:
+    """Runs of words (punctuation at their ends aside) holding a character that `known` lacks,
+    outside the spans already `taken`."""
+    runs: list[list[int]] = []
+    for match in regex.finditer(r"\S+", text):
+        start, end = match.span()
+        while start < end and text[start] in known and not text[start].isalnum():
+            start += 1
+        while end > start and text[end - 1] in known and not text[end - 1].isalnum():
+            end -= 1
+        if start == end or all(c in known for c in text[start:end]) \
+                or any(t.start < end and start < t.end for t in taken):
+            continue
+        if runs and text[runs[-1][1]:start].isspace() and text[runs[-1][1]:start] == " ":
+            runs[-1][1] = end  # "東京 タワー": one span
+        else:
+            runs.append([start, end])
+    return [Found(start, end, untranslated(text[start:end])) for start, end in runs]
+
+
+def spans_of(text: str, pattern: re.Pattern[str], convention: Convention, known: frozenset[str] | None = None
+             ) -> list[Found]:
+    """Every protected span of `text` in order: what passes untranslated, then the numbers
+    (`pattern`, read in `convention`) outside those."""
+    kept = untranslated_spans(text, known)
+    numbers = [Found(m.start(), m.end(), read_number(m.group(), convention)) for m in pattern.finditer(text)
+               if not any(k.start < m.end() and m.start() < k.end for k in kept)]
+    return sorted(kept + numbers, key=lambda f: f.start) if kept else numbers
+
+
 def convention(lang: str) -> Convention | None:
     return CONVENTIONS.get(lang.split("-")[0].lower())
 
 
 class SpanProtector:
-    """Numbers to placeholders and back, for one translation direction; `target_ids` maps the
-    placeholders' ids in the target vocabulary to their index (⦅N1⦆ -> 0), for search."""
+    """Protected spans to placeholders and back, for one translation direction; `target_ids` maps
+    the placeholders' ids in the target vocabulary to their index (⦅N1⦆ -> 0), for search; `known`,
+    the characters the source vocabulary holds (a source word with another is copied, not translated)."""
 
     def __init__(self, source_lang: str, target_lang: str, target_ids: dict[int, int] | None = None,
-                 digit_ids: frozenset[int] = frozenset()):
+                 digit_ids: frozenset[int] = frozenset(), known: frozenset[str] | None = None):
         self.source, self.target = convention(source_lang), convention(target_lang)
         self.target_ids = target_ids or {}
         self.digit_ids = digit_ids  # target pieces holding a digit, placeholders aside
+        self.known = known
         self._source_pattern = (self.source or VERBATIM).pattern()
         self._target_pattern = (self.target or VERBATIM).pattern()
 
     def numbers(self, text: str) -> list[Number]:
-        """The source numbers of `text`, in order."""
-        return [read_number(m.group(), self.source or VERBATIM) for m in self._source_pattern.finditer(text)]
+        """The protected spans of a source `text`, in order."""
+        return [f.span for f in self._source_spans(text, self.known)]
+
+    def _source_spans(self, text: str, known: frozenset[str] | None) -> list[Found]:
+        """The spans a source's placeholders stand for: all of them, or where there are more than
+        MAX_SPANS, those that pass untranslated (the first MAX_SPANS) and no number (as in training)."""
+        found = spans_of(text, self._source_pattern, self.source or VERBATIM, known)
+        if len(found) > MAX_SPANS:
+            found = [f for f in found if f.span.kept][:MAX_SPANS]
+        return found
 
     def protect_source(self, text: str) -> tuple[str, list[Number]]:
-        """`text` with its numbers as ⦅N1⦆, ⦅N2⦆, ... and the numbers (none when there are more than
-        MAX_SPANS: then all stay text, as in training)."""
-        found = list(self._source_pattern.finditer(text))
-        if not found or len(found) > MAX_SPANS:
+        """`text` with its protected spans as ⦅N1⦆, ⦅N2⦆, ... and the spans (`_source_spans`)."""
+        found = self._source_spans(text, self.known)
+        if not found:
             return text, []
-        numbers = [read_number(m.group(), self.source or VERBATIM) for m in found]
-        return _replaced(text, found, range(len(found))), numbers
+        return _replaced(text, found, range(len(found))), [f.span for f in found]
 
     def protect_pair(self, src: str, tgt: str) -> tuple[str, str]:
-        """A training pair with its numbers as placeholders, a target number taking the placeholder
-        of the source number of the same value; as it is unless they match one to one."""
-        protected, numbers = self.protect_source(src)
-        if not numbers:
+        """A training pair with its spans as placeholders, a target span taking the placeholder of
+        the source span of the same value; as it is unless they match one to one."""
+        found_src = self._source_spans(src, None)
+        if not found_src:
             return src, tgt
-        found = list(self._target_pattern.finditer(tgt))
+        numbers = [f.span for f in found_src]
+        protected = _replaced(src, found_src, range(len(found_src)))
+        found = spans_of(tgt, self._target_pattern, self.target or VERBATIM)
         if len(found) != len(numbers):
             return src, tgt
         unused = [n.value for n in numbers]
         order = []
         for match in found:
-            value = read_number(match.group(), self.target or VERBATIM).value
+            value = match.span.value
             if value not in unused:
                 return src, tgt
             index = unused.index(value)
@@ -186,12 +288,12 @@ def _nth(numbers: Sequence[Number], match: re.Match[str]) -> Number | None:
     return numbers[index] if 0 <= index < len(numbers) else None
 
 
-def _replaced(text: str, found: Sequence[re.Match[str]], indices: Sequence[int]) -> str:
+def _replaced(text: str, found: Sequence[Found], indices: Sequence[int]) -> str:
     out, end = [], 0
     for match, index in zip(found, indices):
-        out.append(text[end: match.start()])
+        out.append(text[end: match.start])
         out.append(PLACEHOLDERS[index])
-        end = match.end()
+        end = match.end
     out.append(text[end:])
     return "".join(out)
 

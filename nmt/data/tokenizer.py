@@ -15,6 +15,7 @@ from __future__ import annotations
 import io
 import itertools
 import re
+import string
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any, Protocol
@@ -172,11 +173,18 @@ class SubwordTokenizer:
         self.models, self.source_lang, self.target_lang = (src_model, tgt_model), source_lang, target_lang
         self.src = spm.SentencePieceProcessor(model_proto=src_model)
         self.tgt = spm.SentencePieceProcessor(model_proto=tgt_model)
-        self.protector = SpanProtector(source_lang, target_lang, self._placeholder_ids(), self._digit_ids()
-                                       ) if protect else None
+        self.protector = SpanProtector(source_lang, target_lang, self._placeholder_ids(), self._digit_ids(),
+                                       self._known_characters()) if protect else None
 
     def _placeholder_ids(self) -> dict[int, int]:
         return {self.tgt.piece_to_id(p): i for i, p in enumerate(PLACEHOLDERS)}
+
+    def _known_characters(self) -> frozenset[str]:
+        """The characters the source model holds in a piece (ASCII always): a source word with
+        another, which the model never read (another script, an emoji), is copied, not translated."""
+        model = self.src
+        return frozenset({c for i in range(model.get_piece_size()) if not (model.is_byte(i) or model.is_control(i))
+                          for c in model.id_to_piece(i)} | set(string.printable))
 
     def _digit_ids(self) -> frozenset[int]:
         """The target pieces whose text holds a digit (placeholders aside): what strict search never

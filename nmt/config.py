@@ -144,6 +144,9 @@ class DataConfig:
     # word (eflomal's links), so the model learns to place a glossary's terms (nmt/data/terms.py); 0: off
     terms: float = 0.0
     term_form: str = "append"  # data.terms: the term after its source word (append) or in its place (replace)
+    # a share of the batches whose pairs are joined two by two into one pair of twice the length
+    # (Kondo et al. 2021), so the model learns to write past data.max_len; 0: off
+    concatenate: float = 0.0
     # subword: sentences a side SentencePiece learns from, a seeded sample of the training split when it is
     # larger (SentencePiece's input_sentence_size)
     subword_sample: int = 2_000_000
@@ -178,7 +181,7 @@ class DataConfig:
                 raise ConfigError(f"data.{key} must be a language code such as en, fr or pt-BR "
                                   f"(got {getattr(self, key)!r})")
         _within("data", "[0, 1)", subword_sampling=self.subword_sampling)
-        _within("data", "[0, 1]", copy_augment=self.copy_augment, terms=self.terms)
+        _within("data", "[0, 1]", copy_augment=self.copy_augment, terms=self.terms, concatenate=self.concatenate)
         if self.copy_augment and self.tokenizer != "subword":
             raise ConfigError("data.copy_augment needs data.tokenizer: subword (a word vocabulary "
                               "has no pieces to spell a random name with)")
@@ -337,7 +340,10 @@ class DecodeConfig:
     # that holds it, and dividing by the length lets longer ones spread that cost thin (docs/results.md)
     glossary_length_penalty: float = 0.6
     batch_size: int = 128
-    max_input_len: int = 100  # longer inputs are truncated with a warning
+    max_input_len: int = 100  # tokens: a longer sentence is cut to it, with a warning naming its line
+    # words: a longer sentence is translated in parts, cut after its clauses (, ; : and dashes), or
+    # where it has none, at a word (nmt.inference.sentences); a paragraph is translated a sentence at a time
+    max_sentence_words: int = 60
     max_output_ratio: float = 2.0  # output cap: ratio * source length + extra tokens
     max_output_extra: int = 10
     # data.protect: search writes every source number exactly once and no digit of its own (false:
@@ -349,7 +355,8 @@ class DecodeConfig:
 
     def __post_init__(self) -> None:
         _positive("decode", beam_size=self.beam_size, batch_size=self.batch_size,
-                  max_input_len=self.max_input_len, max_output_ratio=self.max_output_ratio)
+                  max_input_len=self.max_input_len, max_output_ratio=self.max_output_ratio,
+                  max_sentence_words=self.max_sentence_words)
         _at_least("decode", 0, max_output_extra=self.max_output_extra, length_penalty=self.length_penalty,
                   glossary_length_penalty=self.glossary_length_penalty)
         _one_of("decode", ENSEMBLE_COMBINATIONS, ensemble=self.ensemble)

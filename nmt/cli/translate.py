@@ -209,7 +209,7 @@ def _translate_with_attention(translator, sentences: list[str], plot: Optional[P
 
     for sentence in sentences:
         best = translator.translations([sentence], beam, glossary=glossary)[0]
-        src_tokens, out_tokens, weights = translator.attention(sentence, best.tokens)
+        src_tokens, out_tokens, weights = translator.attention(sentence, best)
         typer.echo(best.text)
         if show:
             typer.echo(attention_table(src_tokens, out_tokens, weights))

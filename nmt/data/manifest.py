@@ -14,7 +14,7 @@ from nmt.config import DataConfig
 from nmt.data.corpus import HELD_OUT_MAX, held_out_files, language_files
 from nmt.data.vocab import Vocab
 
-FORMAT = 2  # raise when the files or their meaning change: older folders are then rebuilt (2: target_words.tsv)
+FORMAT = 3  # raise when the files or their meaning change: older folders are then rebuilt (3: cased_words.tsv)
 MANIFEST = "manifest.json"
 # The data config keys that shape the prepared files (not max_len: pairs are filtered when read).
 SHAPING = ("src_lang", "tgt_lang", "reverse", "num_pairs", "min_freq", "tokenizer", "vocab_size", "subword_type",

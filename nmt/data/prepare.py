@@ -33,7 +33,8 @@ from nmt.data.corpus import (HELD_OUT_MAX, Overlap, PairReader, SplitCounter, he
 from nmt.data.indexed import IndexedArray, IndexedWriter, ids_dtype
 from nmt.data.manifest import (FORMAT, MANIFEST, corpus_name, file_sha256, file_stat, fingerprint, prepared_path,
                                shaping_config, stale_reason, vocab_key)
-from nmt.data.prepared_corpus import TARGET_WORDS, TRAINING_WORDS, write_word_counts
+from nmt.data.prepared_corpus import (CASED_WORDS, TARGET_WORDS, TRAINING_WORDS, CaseCounts, write_cased_words,
+                                      write_word_counts)
 from nmt.data.tokenizer import SAMPLE_SEED, SubwordTokenizer, Tokenizer, WordTokenizer
 from nmt.data.vocab import Vocab
 from nmt.progress_bar import Meter
@@ -98,13 +99,14 @@ def prepare(corpus: Path, cfg: DataConfig, folder: Path, vocabularies: tuple[Tok
     try:
         corpus_print = fingerprint(corpus, cfg)
         held_out_prints = {split: fingerprint(path, cfg) for split, path in held_out_files(cfg).items()}
-        counts, src_words, tgt_words, digests = split_corpus(corpus, cfg, tmp, quiet)
+        counts, src_words, tgt_words, cases, digests = split_corpus(corpus, cfg, tmp, quiet)
         tokenizer, src_vocab, tgt_vocab = vocabularies or learn_vocabularies(cfg, tmp, src_words, tgt_words)
         tokenizer.save(tmp)
         src_vocab.save(tmp / "src_vocab.txt")
         tgt_vocab.save(tmp / "tgt_vocab.txt")
         write_word_counts(tmp / TRAINING_WORDS, src_words)
         write_word_counts(tmp / TARGET_WORDS, tgt_words)
+        write_cased_words(tmp / CASED_WORDS, cases.forms(src_words))
         digests.update(encode_splits(tmp, tokenizer, src_vocab, tgt_vocab, counts, quiet))
         files = {p.name: {**file_stat(p), "sha256": digests.get(p.name) or file_sha256(p)}
                  for p in sorted(tmp.iterdir())}
@@ -137,15 +139,16 @@ def _replace_folder(tmp: Path, folder: Path) -> None:
 
 
 def split_corpus(corpus: Path, cfg: DataConfig, out: Path, quiet: bool
-                 ) -> tuple[dict[str, int], Counter, Counter, dict[str, str]]:
+                 ) -> tuple[dict[str, int], Counter, Counter, CaseCounts, dict[str, str]]:
     """The streaming pass: each line to its split's text stores; the training split's word counts
     (the source's: the rare-word subset's vocabulary; the target's: word vocabularies, and the frequent
-    words markup's alignment steps past). Returns the counts of pairs, the word counts and the sha256
-    of the stores."""
+    words markup's alignment steps past) and the source's capitals (how a source in capitals is read).
+    Returns the counts of pairs, the word counts, the capitals and the sha256 of the stores."""
     reader, counter, overlap = PairReader(corpus, cfg), SplitCounter(corpus), Overlap()
     writers = {(split, side): IndexedWriter(out / f"{split}.{side}.txt", np.uint8) for split in SPLITS for side in SIDES}
     src_words: Counter = Counter()
     tgt_words: Counter = Counter()
+    cases = CaseCounts()
     counts = dict.fromkeys(SPLITS, 0)
     with Meter(reader.total_bytes, f"prepare {corpus_name(corpus)}: reading", "B", quiet, unit_scale=True) as meter:
         read = 0
@@ -160,6 +163,7 @@ def split_corpus(corpus: Path, cfg: DataConfig, out: Path, quiet: bool
             if split == "train":
                 src_words.update(pair.src)
                 tgt_words.update(pair.tgt)
+                cases.add(src_text)
     for split, path in held_out_files(cfg).items():
         logger.info("data.%s %s: %s pairs; the md5 split's %s pairs train instead", split, path,
                     f"{counts[split]:,}", split)
@@ -179,7 +183,7 @@ def split_corpus(corpus: Path, cfg: DataConfig, out: Path, quiet: bool
     counter.finish(counts["train"])
     counts["skipped"] = counter.skipped
     counts["overlap"] = overlap.pairs
-    return counts, src_words, tgt_words, digests
+    return counts, src_words, tgt_words, cases, digests
 
 
 def thin_held_out(out: Path, split: str, stride: int, writers: dict[tuple[str, str], IndexedWriter], cfg: DataConfig,

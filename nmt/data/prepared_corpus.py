@@ -3,8 +3,11 @@ memory maps, the small splits as pairs, and the training words the rare-word sub
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
+
+import regex
 
 from nmt.config import DataConfig
 from nmt.data.corpus import Pair, source_hash, split_pair
@@ -88,3 +91,48 @@ def _counted(path: Path) -> Iterator[tuple[str, int]]:
 def write_word_counts(path: Path, counts: dict[str, int]) -> None:
     path.write_text("".join(f"{w}\t{c}\n" for w, c in sorted(counts.items(), key=lambda wc: (-wc[1], wc[0]))),
                     encoding="utf-8")
+
+
+# In a prepared folder and each run directory: the words the training sources write with a capital
+# where no sentence starts, more often than not, in their usual form ("tom" Tom, "i" I, "usa" USA):
+# how a source in capitals is read back into the case the model learned (nmt.inference.sentences)
+CASED_WORDS = "cased_words.tsv"
+_CAPITALS = regex.compile(r"(?<=\s)\w*\p{Lu}\w*")
+_FIRST_WORD = regex.compile(r"\W*(\w+)")
+
+
+class CaseCounts:
+    """Counted in the streaming pass over training sources: each word with a capital after a space
+    (not starting the sentence), and each sentence's first word (the rest comes from the word counts)."""
+
+    def __init__(self) -> None:
+        self.capitals: Counter = Counter()
+        self.first: Counter = Counter()
+
+    def add(self, text: str) -> None:
+        self.capitals.update(_CAPITALS.findall(text))
+        if match := _FIRST_WORD.match(text):
+            self.first[match.group(1).lower()] += 1
+
+    def forms(self, words: Counter) -> dict[str, str]:
+        """{lowercase word: its most frequent capitalized form} where such forms outnumber the word
+        in small letters inside sentences (`words`: the lowercased word counts of the same sources)."""
+        capitalized: Counter = Counter()
+        for form, count in self.capitals.items():
+            capitalized[form.lower()] += count
+        best: dict[str, tuple[int, str]] = {}
+        for form, count in self.capitals.items():
+            key = form.lower()
+            small = words.get(key, 0) - self.first.get(key, 0) - capitalized[key]
+            if count >= 2 and count > small and count > best.get(key, (0, ""))[0]:
+                best[key] = (count, form)
+        return {key: form for key, (_, form) in sorted(best.items())}
+
+
+def write_cased_words(path: Path, forms: dict[str, str]) -> None:
+    path.write_text("".join(f"{word}\t{form}\n" for word, form in forms.items()), encoding="utf-8")
+
+
+def read_cased_words(path: Path) -> dict[str, str]:
+    with open(path, encoding="utf-8") as f:
+        return dict(line.rstrip("\n").split("\t", 1) for line in f if "\t" in line)

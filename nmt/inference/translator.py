@@ -16,7 +16,6 @@ import dataclasses
 import itertools
 import logging
 import math
-import re
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -28,27 +27,25 @@ import torch
 from nmt.config import DecodeConfig
 from nmt.data.batches import pad
 from nmt.data.prepared_corpus import TARGET_WORDS, TRAINING_WORDS, words_by_count
-from nmt.data.protected_numbers import Number, SpanRule
-from nmt.data.terms import TermSlots, annotated, term_spans
+from nmt.data.protected_numbers import Number
+from nmt.data.terms import TermSlots
 from nmt.data.tokenizer import Tokenizer, WordTokenizer, legacy_form
 from nmt.data.vocab import EOS, Vocab
-from nmt.errors import NmtError
 from nmt.inference import elision
-from nmt.inference.constraints import Pieces, Rules, sentence_rules
-from nmt.inference.engines import engine_device, map_batches, torch_threads
+from nmt.inference.constraints import Rules
+from nmt.inference.engines import engine_device, map_batches
 from nmt.inference.ensemble import Ensemble
-from nmt.inference.glossary import Glossary, closes, elided_form, pieces_of
 from nmt.inference.onnx_engine import OnnxSeq2Seq, load_engine
 from nmt.inference.sampling import Sampling, samples
 from nmt.inference.search import Hypothesis, Sources, Specials, beam_for, forced, hypothesis, search
+from nmt.inference.sentences import (SENTENCE, CasedWords, GlossaryLike, ReadText, Segment, Segmented, Sentence,
+                                     SentenceReader, clause_end, closes_sentence, joined_text, restyled, small_first,
+                                     source_ids, starts_small)
 from nmt.inference.words import FrequentWords, alignment, source_alignment, text_words, word_scores, words_of
 from nmt.model import Seq2Seq
 from nmt.model.checkpoint import LoadedModel, load_models
 
 logger = logging.getLogger(__name__)
-BYTE_PIECE = re.compile(r"<0x[0-9A-F]{2}>")  # SentencePiece's byte fallback: one byte of a character it has no piece for
-# a Glossary, a file's path or terms given as {source: target}; a list: one of those a text
-GlossaryLike = Glossary | dict[str, str] | str | list | None
 
 
 class WordSplit:
@@ -74,6 +71,8 @@ class Translation:
     tokens: list[str]  # the output pieces (or words) as the model wrote them, <eos> excluded
     token_scores: list[float] = field(default_factory=list)  # each token's natural-log probability, <eos> last
     split: WordSplit = field(default_factory=lambda: WordSplit([]), repr=False, compare=False)
+    source: str | None = None  # the sentence the model read (a source in capitals: in sentence case), None: as given
+    parts: tuple[Translation, ...] = ()  # a text of several sentences: each one's translation, in order
 
     @property
     def words(self) -> list[str]:
@@ -130,16 +129,12 @@ def best_of(hyps: Sequence[Translation]) -> Translation:
     return hyps[0] if hyps else Translation("", "", math.nan, [])
 
 
-def protected_sources(tokenizer: Tokenizer, texts: Sequence[str]) -> tuple[list[str], list[list[Number]]]:
-    """The texts the model reads (data.protect: numbers as placeholders) and each one's numbers."""
-    if tokenizer.protector is None:
-        return list(texts), [[] for _ in texts]
-    return tokenizer.protector.protect_sources(texts)
-
-
-def translation(tokenizer: Tokenizer, tokens: list[str], hyp: Hypothesis, numbers: list[Number]) -> Translation:
-    """A search's output `tokens` as text, with its scores by token and by word."""
-    text, tokenized = tokenizer.target_text(tokens), tokenizer.legacy_text(tokens)
+def translation(tokenizer: Tokenizer, tokens: list[str], hyp: Hypothesis, sentence: Sentence) -> Translation:
+    """A search's output `tokens` for `sentence` as text (in its source's case style, its protected
+    spans put back as written), with its scores by token and by word."""
+    numbers = sentence.numbers
+    text = restyled(tokenizer.target_text(tokens), sentence.style)  # (before the spans: a link keeps its case)
+    tokenized = tokenizer.legacy_text(tokens) if sentence.style == SENTENCE else legacy_form(text)
     if numbers:  # data.protect: the numbers back, in the target's conventions
         text = tokenizer.protector.restore(text, numbers)  # type: ignore[union-attr]
         tokenized = legacy_form(text)
@@ -148,89 +143,7 @@ def translation(tokenizer: Tokenizer, tokens: list[str], hyp: Hypothesis, number
                           if numbers else tokens)
     else:
         split = WordSplit(None, text, tokens)
-    return Translation(text, tokenized, hyp.normalized, tokens, hyp.token_scores, split)
-
-
-@dataclass(frozen=True)
-class Sentence:
-    """One input as search takes it: made once from its text and the caller's options
-    (`Translator.sentences`), then chunked, batched and decoded as one record."""
-    line: int  # its line in the whole input, which warnings name
-    ids: list[int]  # the source ids the model reads, <eos> last, cut to decode.max_input_len ([] for an empty text)
-    numbers: list[Number]  # data.protect: the numbers its placeholders stand for, restored in the output
-    rules: Rules  # its prefix, glossary terms and number placeholders (nmt.inference.constraints)
-    cap: int  # the most tokens its output may hold, <eos> excluded
-
-
-def output_cap(src_len: int, rules: Rules, cfg: DecodeConfig, line: int) -> int:
-    """The most tokens an output may hold (<eos> excluded): decode.max_output_ratio times the
-    source's length (<eos> counted) plus decode.max_output_extra; with a prefix, room for it and as
-    much again after it; never less than the rules need (glossary terms past it: one warning)."""
-    cap = int(src_len * cfg.max_output_ratio) + cfg.max_output_extra
-    if rules.prefix:
-        cap = max(cap, len(rules.prefix) + cfg.max_output_extra)
-    if rules.least_length > cap:
-        if rules.terms:
-            logger.warning("line %d: its glossary terms need %d tokens, past the length cap of %d: the cap is "
-                           "raised", line, rules.least_length, cap)
-        cap = rules.least_length
-    return cap
-
-
-def one_per_text(given: object, count: int, what: str = "prefixes", texts: str = "sentences") -> list:
-    """`given` for each of `count` texts: a list (or tuple) gives one a text; anything else (one
-    prefix, one glossary, None) is every text's."""
-    values = list(given) if isinstance(given, (list, tuple)) else [given] * count
-    if len(values) != count:
-        raise NmtError(f"{len(values)} {what} for {count} {texts}: give one for all, or one per text")
-    return values
-
-
-@dataclass(frozen=True)
-class FoundTerm:
-    """A glossary term found in a text: its source words as the text writes them, and the target
-    term as ids, tokenized as the target is, as a word and glued after an elision (empty: never so)."""
-    source: str
-    ids: list[int]
-    elided: list[int]
-
-
-def glossary_terms(tokenizer: Tokenizer, vocab: Vocab, glossaries: Sequence[Glossary | None], texts: Sequence[str],
-                   first_line: int = 1) -> list[list[FoundTerm]]:
-    """Each text's glossary terms. A term with a piece the model cannot write is one warning,
-    naming the line, and is not asked for."""
-    out = []
-    for line, (text, terms_of) in enumerate(zip(texts, glossaries), first_line):
-        found = terms_of.matches(text) if terms_of is not None else []
-        kept = []
-        targets = [term for _, term in found]
-        for (source, term), tokens in zip(found, tokenizer.target_tokens(targets) if found else []):
-            ids = vocab.encode(tokens)
-            if not ids or vocab.unk_id in ids or any(BYTE_PIECE.fullmatch(t) for t in tokens):
-                # (byte pieces: characters the model never learned to write, forced byte by byte)
-                logger.warning("line %d: glossary term '%s' holds a character the target vocabulary cannot write "
-                               "as a piece; it is not enforced", line, term)
-                continue
-            elided = vocab.encode(elided_form(term, tokenizer.target_tokens, tokenizer.target_lang)
-                                  if tokenizer.kind == "subword" else [])
-            kept.append(FoundTerm(source, ids, [] if vocab.unk_id in elided else elided))
-        out.append(kept)
-    return out
-
-
-def rule(tokenizer: Tokenizer, numbers: Sequence[list[Number]], strict: bool) -> SpanRule | None:
-    """data.protect: which number placeholders each sentence may write (its own, at most once each;
-    `strict`, exactly once each and no digit of its own)."""
-    return tokenizer.protector.rule(numbers, strict) if tokenizer.protector else None
-
-
-def source_ids(tokens: list[str], vocab: Vocab, limit: int, line_no: int | None = None) -> list[int]:
-    """A source's ids and <eos>, cut to `limit` tokens (with a warning naming the line)."""
-    if len(tokens) > limit:
-        where = f"line {line_no}" if line_no is not None else "input"
-        logger.warning("%s has %d tokens; truncated to decode.max_input_len=%d", where, len(tokens), limit)
-        tokens = tokens[:limit]
-    return vocab.encode(tokens) + [vocab.eos_id]
+    return Translation(text, tokenized, hyp.normalized, tokens, hyp.token_scores, split, sentence.text or None)
 
 
 def shown(tokenizer: Tokenizer, src_tokens: list[str], out_tokens: list[str], weights: torch.Tensor,
@@ -241,6 +154,58 @@ def shown(tokenizer: Tokenizer, src_tokens: list[str], out_tokens: list[str], we
         return Attention(src_tokens, out_tokens, weights)
     return Attention([protector.source_piece(t, numbers) for t in src_tokens],
                      [protector.target_piece(t, numbers) for t in out_tokens], weights)
+
+
+def joined_nbest(read: Sequence[ReadText], found: Sequence[list[Translation]]) -> list[list[Translation]]:
+    """Each text's n-best list from its sentences' (the k-th of a text of several sentences joins
+    each one's k-th, or its last where it has fewer)."""
+    out, at = [], 0
+    for text in read:
+        segments = text.segmented.segments
+        parts, at = found[at: at + len(segments)], at + len(segments)
+        if not parts or len(parts) == 1 and not segments[0].clause:
+            out.append(parts[0] if parts else [])
+            continue
+        parts = [hyps or [best_of(hyps)] for hyps in parts]
+        out.append([joined(text.segmented, [p[min(k, len(p) - 1)] for p in parts])
+                    for k in range(max(map(len, parts)))])
+    return out
+
+
+def joined(segmented: Segmented, parts: Sequence[Translation]) -> Translation:
+    """One text's translation from its sentences' (and clauses': a part of a sentence ends with its
+    source part's mark, not a sentence's, and starts as small as its source part)."""
+    edited = [clause_part(part, segment, i > 0 and segmented.segments[i - 1].clause)
+              for i, (part, segment) in enumerate(zip(parts, segmented.segments))]
+    tokens = [t for part in edited for t in part.tokens]
+    scores = [s for part in parts[:-1] for s in part.token_scores[:-1]] + list(parts[-1].token_scores)
+    text = joined_text(segmented, [part.text for part in edited])
+    pieces = [p for part in edited for p in part.split.pieces] if all(
+        part.split.pieces is not None for part in edited) else None
+    return Translation(text, " ".join(p.tokenized for p in edited), sum(p.score for p in parts), tokens, scores,
+                       WordSplit(pieces, text, tokens), None, tuple(parts))
+
+
+def clause_part(part: Translation, segment: Segment, continues: bool) -> Translation:
+    """`part` as it reads inside its text: a part of a sentence cut at a clause (`segment.clause`)
+    ends with that clause's mark in place of the sentence end it was translated with; one that
+    `continues` a sentence starts small where its source does. Its tokens keep their number."""
+    if not (segment.clause or continues) or not part.tokens:
+        return part
+    text, tokens = part.text, list(part.tokens)
+    pieces = list(part.split.pieces) if part.split.pieces is not None else None
+    if segment.clause and closes_sentence(tokens[-1]):
+        mark = clause_end(segment.text)
+        text = text.rstrip()[: len(text.rstrip()) - len(tokens[-1].lstrip("▁ "))].rstrip() + mark
+        tokens[-1] = mark
+        if pieces is not None:
+            pieces[-1] = mark
+    if continues and starts_small(segment.text):
+        text, tokens[0] = small_first(text), small_first(tokens[0])
+        if pieces is not None:
+            pieces[0] = small_first(pieces[0])
+    return dataclasses.replace(part, text=text, tokenized=legacy_form(text), tokens=tokens,
+                               split=WordSplit(pieces, text, tokens))
 
 
 def score_given(translator: Translator, texts: Sequence[str], outputs: Sequence[str]) -> list[Translation]:
@@ -256,7 +221,7 @@ def score_given(translator: Translator, texts: Sequence[str], outputs: Sequence[
     results = [Translation("", "", math.nan, []) for _ in texts]
     for i, (scores, _) in forced_batches(translator, src_ids, out_ids).items():
         hyp = hypothesis(out_ids[i], sum(scores), translator.cfg.length_penalty, scores)
-        results[i] = translation(tokenizer, vocab.decode(out_ids[i]), hyp, numbers[i])
+        results[i] = translation(tokenizer, vocab.decode(out_ids[i]), hyp, Sentence(0, [], numbers[i], Rules(), 0))
     return results
 
 
@@ -264,15 +229,32 @@ def alignments(translator: Translator, texts: Sequence[str], translations: Seque
                each_output_word: bool = False) -> list[list[tuple[int, int]]]:
     """Hard word alignments of translations of `texts` (their own tokens: from any search): each
     source word to an output word, or with `each_output_word` each output word to a source word."""
-    sentences = translator.sentences(texts)
-    out_ids = [translator.tgt_vocab.encode(t.tokens) for t in translations]
-    found = forced_batches(translator, [s.ids for s in sentences], out_ids, scored=False)
-    out: list[list[tuple[int, int]]] = [[] for _ in texts]
-    for i, (_, weights) in found.items():
-        src = [translator.src_vocab.itos[x] for x in sentences[i].ids]
-        attention = shown(translator.tokenizer, src, translations[i].tokens + [EOS], weights, sentences[i].numbers)
-        out[i] = attention.alignment(translations[i], each_output_word, translator.frequent)
-    return out
+    return [attention.alignment(t, each_output_word, translator.frequent) if t.tokens else []
+            for attention, t in zip(attentions(translator, texts, translations), translations)]
+
+
+def attentions(translator: Translator, texts: Sequence[str], translations: Sequence[Translation]) -> list[Attention]:
+    """The attention behind each translation of `texts` (a forced decoding of its own tokens,
+    batched by source length); a text of several sentences gets its sentences' side by side."""
+    each = [(i, part) for i, t in enumerate(translations) for part in (t.parts or (t,))]
+    sentences = translator.sentences([texts[i] if part.source is None else part.source for i, part in each])
+    src_ids = [s.ids or [translator.src_vocab.eos_id] for s in sentences]
+    found = forced_batches(translator, src_ids, [translator.tgt_vocab.encode(part.tokens) for _, part in each],
+                           scored=False)
+    shown_parts: list[list[Attention]] = [[] for _ in texts]
+    for k, ((i, part), sentence) in enumerate(zip(each, sentences)):
+        src = [translator.src_vocab.itos[x] for x in src_ids[k]]
+        shown_parts[i].append(shown(translator.tokenizer, src, part.tokens + [EOS], found[k][1], sentence.numbers))
+    return [parts[0] if len(parts) == 1 else side_by_side(parts) for parts in shown_parts]
+
+
+def side_by_side(parts: Sequence[Attention]) -> Attention:
+    """Sentences' attention as their text's: each one's block on the diagonal, the <eos> of all but
+    the last dropped (its rows summing to 1 again)."""
+    src = [t for a in parts[:-1] for t in a.src_tokens[:-1]] + list(parts[-1].src_tokens)
+    tgt = [t for a in parts[:-1] for t in a.tgt_tokens[:-1]] + list(parts[-1].tgt_tokens)
+    weights = torch.block_diag(*[a.weights[:-1, :-1] for a in parts[:-1]], parts[-1].weights)
+    return Attention(src, tgt, weights / weights.sum(1, keepdim=True).clamp_min(1e-9))
 
 
 def forced_batches(translator: Translator, src_ids: Sequence[list[int]], out_ids: Sequence[list[int]],
@@ -297,6 +279,8 @@ def by_length(sources: Sequence[Sequence], size: int) -> list[list[int]]:
 
 
 class Translator:
+    cased = CasedWords({})  # how the run's corpus writes words with capitals (`from_loaded` reads the run's)
+
     def __init__(self, model: Seq2Seq | OnnxSeq2Seq | Ensemble, src_vocab: Vocab, tgt_vocab: Vocab, cfg: DecodeConfig,
                  device: torch.device, tokenizer: Tokenizer | None = None, terms: TermSlots | None = None,
                  frequent: FrequentWords | None = None):
@@ -326,8 +310,10 @@ class Translator:
                   for member in loaded.members or [loaded]]
         model = Ensemble(models, loaded.weights, cfg.ensemble) if loaded.members else models[0]
         terms = TermSlots.of(loaded.src_vocab, loaded.cfg.data.term_form) if loaded.cfg.data.terms > 0 else None
-        return cls(model, loaded.src_vocab, loaded.tgt_vocab, cfg, device, loaded.tokenizer, terms,
-                   frequent_words(loaded.path.parent))
+        translator = cls(model, loaded.src_vocab, loaded.tgt_vocab, cfg, device, loaded.tokenizer, terms,
+                         frequent_words(loaded.path.parent))
+        translator.cased = CasedWords.load(loaded.path.parent)
+        return translator
 
     def translate(self, texts: str | Sequence[str], beam: int | None = None, tokenized: bool = False,
                   first_line: int = 1, prefix: str | Sequence[str] | None = None,
@@ -355,47 +341,26 @@ class Translator:
               sample: Sampling | None = None, glossary: GlossaryLike = None) -> list[list[Translation]]:
         """Up to `n` translations of each text, best first ([] for an empty text); beam search
         with a beam of at least `n`, or with `sample`, n drawn samples (best first by their score).
-        `first_line` numbers texts[0] in the warnings."""
-        texts = [texts] if isinstance(texts, str) else texts
-        sentences = self.sentences(texts, first_line, prefix, glossary)
-        return [[translation(self.tokenizer, self.tgt_vocab.decode(h.tokens), h, sentence.numbers) for h in hyps]
-                for hyps, sentence in zip(self._search(sentences, beam, n, sample), sentences)]
+        A text of several sentences is translated a sentence at a time (one without a prefix:
+        nmt.inference.sentences) and joined. `first_line` numbers texts[0] in the warnings."""
+        read = self.reader.read([texts] if isinstance(texts, str) else texts, first_line, prefix, glossary)
+        each = [(text, segment) for text in read for segment in text.segmented.segments]
+        sentences = self.reader.sentences([s.text for _, s in each], [t.line for t, _ in each],
+                                          [t.prefix for t, _ in each], [t.glossary for t, _ in each],
+                                          [t.style for t, _ in each])
+        found = [[translation(self.tokenizer, self.tgt_vocab.decode(h.tokens), h, sentence) for h in hyps]
+                 for hyps, sentence in zip(self._search(sentences, beam, n, sample), sentences)]
+        return joined_nbest(read, found)
 
     @cached_property
-    def pieces(self) -> Pieces:
-        """The target tokens the glossary's rules name: those that continue a word, those that close a sentence."""
-        return pieces_of(self.tgt_vocab.itos, self.tokenizer.kind == "subword")
+    def reader(self) -> SentenceReader:
+        """How this model's texts become sentence records (the one place a text is read)."""
+        return SentenceReader(self.tokenizer, self.src_vocab, self.tgt_vocab, self.cfg, self.terms, self.cased)
 
-    def sentences(self, texts: Sequence[str], first_line: int = 1, prefix: str | Sequence[str] | None = None,
-                  glossary: GlossaryLike = None) -> list[Sentence]:
-        """Each text as the record search takes: its source ids, numbers, rules and cap. `prefix`
-        and `glossary` are every text's, or a list of one a text; `first_line` numbers texts[0]."""
-        sources, numbers = protected_sources(self.tokenizer, texts)
-        prefixes = one_per_text(prefix, len(texts))
-        prefix_tokens = iter(self.tokenizer.target_tokens([p for p in prefixes if p is not None]))
-        per_text = isinstance(glossary, list)
-        read = [Glossary.of(g) for g in (glossary if per_text else [glossary])]  # a file read once, not once a text
-        glossaries = one_per_text(read if per_text else read[0], len(texts), "glossaries")
-        terms = glossary_terms(self.tokenizer, self.tgt_vocab, glossaries, texts, first_line)
-        spans = rule(self.tokenizer, numbers, self.cfg.strict_numbers)
-        out = []
-        for i, tokens in enumerate(self.tokenizer.source_tokens(sources)):
-            line = first_line + i
-            ids = source_ids(tokens, self.src_vocab, self.cfg.max_input_len, line) if tokens else []
-            # each term's source words: where search places it, and where a model trained with terms reads it
-            places = term_spans(tokens[:len(ids) - 1], [term.source for term in terms[i]],
-                                self.tokenizer.kind == "subword") if ids and terms[i] else []
-            if self.terms is not None and any(places):  # each term after its source words or in their place, as trained
-                given = [(place[0], place[1], term.ids) for place, term in zip(places, terms[i]) if place]
-                ids, moved = annotated(ids, given, self.terms)
-                # the words' new positions and their annotation's, or the annotation's alone where it replaced them
-                places = [(int(moved[p[0]]), int(moved[p[1] + 1]) - 1) if p else None for p in places]
-            prefix_ids = self.tgt_vocab.encode(next(prefix_tokens)) if prefixes[i] is not None else ()
-            rules = sentence_rules(spans, i, prefix_ids, [term.ids for term in terms[i]], self.pieces,
-                                   closes(texts[i]), [range(p[0], p[1] + 1) if p else () for p in places],
-                                   [term.elided for term in terms[i]], self.cfg.glossary_length_penalty)
-            out.append(Sentence(line, ids, numbers[i], rules, output_cap(len(ids), rules, self.cfg, line)))
-        return out
+    def sentences(self, texts: Sequence[str], first_line: int | Sequence[int] = 1,
+                  prefix: str | Sequence[str] | None = None, glossary: GlossaryLike = None) -> list[Sentence]:
+        """Each text as the record search takes (`SentenceReader.sentences`), as one sentence."""
+        return self.reader.sentences(texts, first_line, prefix, glossary)
 
     def score(self, texts: str | Sequence[str], outputs: str | Sequence[str]) -> list[Translation]:
         """The model's scores of given translations `outputs` of `texts` (forced decoding; the scale
@@ -424,19 +389,15 @@ class Translator:
             yield chunk, self.nbest(chunk, n, beam, first_line, prefix, sample, terms)
             first_line += len(chunk)
 
-    def attention(self, text: str, output: Sequence[str] | None = None, beam: int | None = None) -> Attention:
+    def attention(self, text: str, output: Translation | Sequence[str] | None = None,
+                  beam: int | None = None) -> Attention:
         """The attention weights behind the translation of `text` (its search: `beam`, default
-        decode.beam_size), or behind a given `output` (the tokens of any Translation of it)."""
+        decode.beam_size), or behind a given `output`: a Translation of it, or its tokens."""
         if output is None:
-            output = self.translations([text], beam)[0].tokens
-        (sentence,) = self.sentences([text])
-        ids, numbers = sentence.ids or [self.src_vocab.eos_id], sentence.numbers
-        out = self.tgt_vocab.encode(list(output))
-        with torch_threads(self.model):
-            weights = forced(self.model, torch.tensor([ids], device=self.device), torch.tensor([len(ids)]),
-                             self.specials, [out], scored=False)[0][1]
-        return shown(self.tokenizer, [self.src_vocab.itos[i] for i in ids],
-                     [self.tgt_vocab.itos[i] for i in out] + [EOS], weights, numbers)
+            output = self.translations([text], beam)[0]
+        elif not isinstance(output, Translation):
+            output = Translation("", "", math.nan, list(output))
+        return attentions(self, [text], [output])[0]
 
     def _search(self, sentences: Sequence[Sentence], beam: int | None, nbest: int, sample: Sampling | None = None
                 ) -> list[list[Hypothesis]]:

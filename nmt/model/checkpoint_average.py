@@ -12,7 +12,7 @@ from typing import Any
 import torch
 
 from nmt.data.manifest import file_sha256
-from nmt.data.prepared_corpus import TARGET_WORDS, TRAINING_WORDS
+from nmt.data.prepared_corpus import CASED_WORDS, TARGET_WORDS, TRAINING_WORDS
 from nmt.data.tokenizer import SUBWORD_FILES
 from nmt.errors import CheckpointError, NmtError
 from nmt.model.checkpoint import atomic_save, read_checkpoint
@@ -21,7 +21,7 @@ from nmt.model.runs import BEST, LAST, resolve_checkpoint
 AVERAGED = "averaged.pt"
 # What a checkpoint needs beside it to translate and to be evaluated: copied along when the
 # average is written outside the run directory.
-RUN_FILES = (*SUBWORD_FILES, "src_vocab.txt", "tgt_vocab.txt", TRAINING_WORDS, TARGET_WORDS, "config.yaml")
+RUN_FILES = (*SUBWORD_FILES, "src_vocab.txt", "tgt_vocab.txt", TRAINING_WORDS, TARGET_WORDS, CASED_WORDS, "config.yaml")
 
 
 def last_checkpoints(run: Path, count: int) -> list[Path]:

@@ -132,7 +132,7 @@ class BatchingQueue:
             start += len(submission.texts)
             try:  # the attention too is computed here: one thread owns the model
                 submission.future.set_result([
-                    Result(t, self.translator.attention(text, t[0].tokens) if submission.attention and t else None)
+                    Result(t, self.translator.attention(text, t[0]) if submission.attention and t else None)
                     for text, t in zip(submission.texts, mine)])
             except Exception as e:
                 submission.future.set_exception(e)

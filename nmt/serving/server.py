@@ -28,7 +28,8 @@ from nmt.errors import NmtError
 from nmt.inference.engines import engine_device
 from nmt.inference.glossary import Glossary
 from nmt.inference.markup import Markup, MarkupError, read
-from nmt.inference.translator import Translator, one_per_text
+from nmt.inference.sentences import one_per_text
+from nmt.inference.translator import Translator
 from nmt.inference.words import pharaoh, words_of
 from nmt.model.checkpoint import LoadedModel, load_models
 from nmt.serving.request_queue import BatchingQueue, Options, QueueFull, Result

@@ -1,0 +1,386 @@
+"""Text as people write it, to the sentence records search takes, and back: the one place an
+input is read.
+
+A line may hold a paragraph: it is split into sentences by Moses' rules (the sentence-splitter
+package: its non-breaking prefixes know "Mr.", "z. B." and "M. Dupont" in two dozen languages),
+each translated on its own, and the translations joined with the source's own spacing, blank
+lines included. A sentence longer than decode.max_sentence_words is cut at its clauses (after
+, ; : and dashes), or where it has none at a word, and its parts joined again. A source in
+capitals or in Title Case is read in sentence case (each word as the training corpus usually
+writes it: `CasedWords`) and its translation written back in the source's style. Each sentence
+then becomes one `Sentence` record (`SentenceReader.sentences`): its protected spans, ids, rules
+and output cap, made once and read by every later door.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from functools import cached_property
+from pathlib import Path
+
+from nmt.config import DecodeConfig
+from nmt.data.prepared_corpus import CASED_WORDS, read_cased_words
+from nmt.data.protected_numbers import Number, SpanRule, untranslated_spans
+from nmt.data.terms import TermSlots, annotated, term_spans
+from nmt.data.tokenizer import Tokenizer
+from nmt.data.vocab import Vocab
+from nmt.errors import NmtError
+from nmt.inference.constraints import Pieces, Rules, sentence_rules
+from nmt.inference.glossary import Glossary, closes, elided_form, pieces_of
+
+logger = logging.getLogger(__name__)
+BYTE_PIECE = re.compile(r"<0x[0-9A-F]{2}>")  # SentencePiece's byte fallback: one byte of a character it has no piece for
+# a Glossary, a file's path or terms given as {source: target}; a list: one of those a text
+GlossaryLike = Glossary | dict[str, str] | str | list | None
+
+
+# a text holding neither a sentence's end before more text nor a line break is one sentence: most
+# inputs never reach the splitter
+_MAYBE_SEVERAL = re.compile(r"[.!?…。！？][\"'”’»)\]]*\s+\S|\n")
+_LINE_BREAKS = re.compile(r"\s*\n\s*")
+_CLAUSE_END = re.compile(r"[,;:]$|^[–—-]$")
+_CLOSING = re.compile(r"[.!?…。！？]+")
+_CASED = re.compile(r"[^\W\d_]")
+
+
+@dataclass(frozen=True)
+class Segment:
+    """One sentence (or clause) of a text, and the text before it: what joins its translation to the last."""
+    text: str
+    before: str  # whitespace as the source has it ("" for the first, " " or "\n\n" between)
+    clause: bool = False  # a part of a sentence cut at its clauses: its translation loses the end of a sentence
+
+
+@dataclass(frozen=True)
+class Segmented:
+    segments: list[Segment]  # (the text's own leading and trailing whitespace is not kept, as for one sentence)
+
+
+def whole(text: str) -> Segmented:
+    """A text translated as one sentence (one with a prefix to complete); nothing for a blank one."""
+    return Segmented([Segment(text.strip(), "")] if text.strip() else [])
+
+
+class Segmenter:
+    """Texts into sentences for one source language; sentences over `longest` words cut at clauses."""
+
+    def __init__(self, language: str, longest: int):
+        self.language, self.longest = language.split("-")[0].lower(), longest
+
+    @cached_property
+    def _splitter(self):
+        from sentence_splitter import SentenceSplitter, SentenceSplitterException
+
+        try:
+            return SentenceSplitter(language=self.language)
+        except SentenceSplitterException:
+            logger.info("sentence splitting: no rules for '%s'; English's are used", self.language)
+            return SentenceSplitter(language="en")
+
+    def split(self, text: str) -> Segmented:
+        stripped = text.strip()
+        if not stripped:
+            return Segmented([])
+        sentences = self._splitter.split(stripped) if _MAYBE_SEVERAL.search(stripped) else [stripped]
+        segments: list[Segment] = []
+        cursor = 0
+        for sentence in (s.strip() for s in sentences if s.strip()):
+            start = stripped.find(sentence, cursor)  # the splitter keeps each sentence's own characters
+            if start < 0:  # (never seen: a sentence the splitter rewrote is translated as it gave it)
+                start = cursor
+            segments.extend(self._clauses(sentence, _spacing(stripped[cursor:start]) if segments else ""))
+            cursor = start + len(sentence)
+        return Segmented(segments)
+
+    def _clauses(self, sentence: str, before: str) -> Iterator[Segment]:
+        """`sentence` whole, or cut into as few parts of at most `longest` words as it takes, of
+        about equal length: each after the clause mark nearest that length, else at it."""
+        words = sentence.split()
+        if len(words) <= self.longest:
+            yield Segment(sentence, before)
+            return
+        start = 0
+        while len(words) - start > self.longest:
+            left = len(words) - start
+            size = -(-left // -(-left // self.longest))  # parts of equal length: ceil(left / ceil(left / longest))
+            marks = [i for i in range(start + max(1, size // 3), start + self.longest) if _CLAUSE_END.search(words[i])]
+            cut = min(marks, key=lambda i: abs(i + 1 - start - size)) if marks else start + size - 1
+            yield Segment(" ".join(words[start: cut + 1]), before, clause=True)
+            before, start = " ", cut + 1
+        yield Segment(" ".join(words[start:]), before)
+
+
+def _spacing(gap: str) -> str:
+    """The whitespace between two sentences as written (a line break, a blank line or a tab kept),
+    a space where the splitter found none."""
+    return gap if gap.strip() == "" and gap else " "
+
+
+def joined_text(segmented: Segmented, outputs: Sequence[str]) -> str:
+    """The translations of a text's segments, each after its segment's spacing."""
+    return "".join(s.before + out for s, out in zip(segmented.segments, outputs))
+
+
+def clause_end(source: str) -> str:
+    """What a translated part of a sentence ends with: the mark its source part ends with (, ; :), or nothing."""
+    return source[-1] if _CLAUSE_END.search(source) and len(source) > 1 else ""
+
+
+def closes_sentence(piece: str) -> bool:
+    """A token that ends a sentence (. ! ? …), which a translated part of one does not keep."""
+    return bool(_CLOSING.fullmatch(piece.lstrip("▁ ")))
+
+
+def starts_small(source: str) -> bool:
+    """A part of a sentence that starts with a small letter: its translation does too."""
+    letter = _first_letter(source)
+    return bool(letter) and letter.islower()
+
+
+def small_first(text: str) -> str:
+    match = _CASED.search(text)
+    return text[: match.start()] + match.group().lower() + text[match.end():] if match else text
+
+
+# Case styles of a source: sentence case (as written), all capitals, Title Case
+SENTENCE, UPPER, TITLE = "sentence", "upper", "title"
+
+
+def case_style(text: str) -> str:
+    """UPPER where every cased letter is a capital (two words at least); TITLE where every word of
+    three or more starts with a capital and some letter is small; else SENTENCE. Links, addresses
+    and the like (`untranslated_spans`) do not count."""
+    for found in reversed(untranslated_spans(text)):
+        text = text[: found.start] + " " + text[found.end:]
+    words = [w for w in text.split() if _CASED.search(w)]
+    letters = "".join(_CASED.findall(text))
+    if len(words) >= 2 and letters.isupper():
+        return UPPER
+    if len(words) >= 3 and all(_first_letter(w).isupper() for w in words) and not letters.isupper():
+        return TITLE
+    return SENTENCE
+
+
+def _first_letter(word: str) -> str:
+    match = _CASED.search(word)
+    return match.group() if match else ""
+
+
+class CasedWords:
+    """How the training corpus writes a word where no sentence starts: {lowercase: form} for the
+    words it writes with capitals more often than not ("tom": "Tom", "i": "I", "usa": "USA")."""
+
+    def __init__(self, forms: dict[str, str]):
+        self.forms = forms
+
+    @classmethod
+    def load(cls, run: Path) -> CasedWords:
+        """A run directory's table; an empty one where the run has none (trained before it was kept)."""
+        return cls(read_cased_words(run / CASED_WORDS) if (run / CASED_WORDS).is_file() else {})
+
+    def sentence_case(self, text: str) -> str:
+        """`text` as the corpus writes it: each word lowercased or in its usual form, the first
+        capitalized; links, addresses and the like (`untranslated_spans`) as they are."""
+        out, cursor, first = [], 0, True
+        for found in [*untranslated_spans(text), None]:
+            end = found.start if found else len(text)
+            for part in re.split(r"(\W+)", text[cursor:end]):
+                part = self.forms.get(part.lower(), part.lower())
+                if first and _CASED.search(part):
+                    part, first = _capitalized(part), False
+                out.append(part)
+            if found:
+                out.append(text[found.start: found.end])
+                cursor, first = found.end, False
+        return "".join(out)
+
+
+def restyled(text: str, style: str) -> str:
+    """A translation written in its source's case style."""
+    if style == UPPER:
+        return text.upper()
+    if style == TITLE:
+        return " ".join(_capitalized(word) for word in text.split(" "))
+    return text
+
+
+def _capitalized(word: str) -> str:
+    match = _CASED.search(word)
+    return word[: match.start()] + match.group().upper() + word[match.end():] if match else word
+
+
+@dataclass(frozen=True)
+class Sentence:
+    """One input as search takes it: made once from its text and the caller's options
+    (`SentenceReader.sentences`), then chunked, batched and decoded as one record."""
+    line: int  # its line in the whole input, which warnings name
+    ids: list[int]  # the source ids the model reads, <eos> last, cut to decode.max_input_len ([] for an empty text)
+    numbers: list[Number]  # data.protect: the spans its placeholders stand for, restored in the output
+    rules: Rules  # its prefix, glossary terms and number placeholders (nmt.inference.constraints)
+    cap: int  # the most tokens its output may hold, <eos> excluded
+    text: str = ""  # the sentence as the model read it (numbers and spans still as written)
+    style: str = SENTENCE  # its source's case style, which its output is written in
+
+
+def output_cap(src_len: int, rules: Rules, cfg: DecodeConfig, line: int) -> int:
+    """The most tokens an output may hold (<eos> excluded): decode.max_output_ratio times the
+    source's length (<eos> counted) plus decode.max_output_extra; with a prefix, room for it and as
+    much again after it; never less than the rules need (glossary terms past it: one warning)."""
+    cap = int(src_len * cfg.max_output_ratio) + cfg.max_output_extra
+    if rules.prefix:
+        cap = max(cap, len(rules.prefix) + cfg.max_output_extra)
+    if rules.least_length > cap:
+        if rules.terms:
+            logger.warning("line %d: its glossary terms need %d tokens, past the length cap of %d: the cap is "
+                           "raised", line, rules.least_length, cap)
+        cap = rules.least_length
+    return cap
+
+
+def one_per_text(given: object, count: int, what: str = "prefixes", texts: str = "sentences") -> list:
+    """`given` for each of `count` texts: a list (or tuple) gives one a text; anything else (one
+    prefix, one glossary, None) is every text's."""
+    values = list(given) if isinstance(given, (list, tuple)) else [given] * count
+    if len(values) != count:
+        raise NmtError(f"{len(values)} {what} for {count} {texts}: give one for all, or one per text")
+    return values
+
+
+@dataclass(frozen=True)
+class FoundTerm:
+    """A glossary term found in a text: its source words as the text writes them, and the target
+    term as ids, tokenized as the target is, as a word and glued after an elision (empty: never so)."""
+    source: str
+    ids: list[int]
+    elided: list[int]
+
+
+def glossary_terms(tokenizer: Tokenizer, vocab: Vocab, glossaries: Sequence[Glossary | None], texts: Sequence[str],
+                   lines: Sequence[int]) -> list[list[FoundTerm]]:
+    """Each text's glossary terms. A term with a piece the model cannot write is one warning,
+    naming the line, and is not asked for."""
+    out = []
+    for line, text, terms_of in zip(lines, texts, glossaries):
+        found = terms_of.matches(text) if terms_of is not None else []
+        kept = []
+        targets = [term for _, term in found]
+        for (source, term), tokens in zip(found, tokenizer.target_tokens(targets) if found else []):
+            ids = vocab.encode(tokens)
+            if not ids or vocab.unk_id in ids or any(BYTE_PIECE.fullmatch(t) for t in tokens):
+                # (byte pieces: characters the model never learned to write, forced byte by byte)
+                logger.warning("line %d: glossary term '%s' holds a character the target vocabulary cannot write "
+                               "as a piece; it is not enforced", line, term)
+                continue
+            elided = vocab.encode(elided_form(term, tokenizer.target_tokens, tokenizer.target_lang)
+                                  if tokenizer.kind == "subword" else [])
+            kept.append(FoundTerm(source, ids, [] if vocab.unk_id in elided else elided))
+        out.append(kept)
+    return out
+
+
+def rule(tokenizer: Tokenizer, numbers: Sequence[list[Number]], strict: bool) -> SpanRule | None:
+    """data.protect: which number placeholders each sentence may write (its own, at most once each;
+    `strict`, exactly once each and no digit of its own)."""
+    return tokenizer.protector.rule(numbers, strict) if tokenizer.protector else None
+
+
+def source_ids(tokens: list[str], vocab: Vocab, limit: int, line_no: int | None = None) -> list[int]:
+    """A source's ids and <eos>, cut to `limit` tokens (with a warning naming the line)."""
+    if len(tokens) > limit:
+        where = f"line {line_no}" if line_no is not None else "input"
+        logger.warning("%s has %d tokens; truncated to decode.max_input_len=%d", where, len(tokens), limit)
+        tokens = tokens[:limit]
+    return vocab.encode(tokens) + [vocab.eos_id]
+
+
+@dataclass(frozen=True)
+class ReadText:
+    """A text as it entered: its sentences (read in sentence case where it was in capitals or Title
+    Case: `style`), its line and its options; the one place a text is split, case-read and its
+    glossary read."""
+    segmented: Segmented
+    style: str
+    line: int
+    prefix: str | None
+    glossary: Glossary | None
+
+
+def protected_sources(tokenizer: Tokenizer, texts: Sequence[str]) -> tuple[list[str], list[list[Number]]]:
+    """The texts the model reads (data.protect: numbers as placeholders) and each one's numbers."""
+    if tokenizer.protector is None:
+        return list(texts), [[] for _ in texts]
+    return tokenizer.protector.protect_sources(texts)
+
+
+class SentenceReader:
+    """How one model's input becomes sentence records: its tokenizer, vocabularies, decoding
+    config, the term slots of a model trained with terms, and its corpus's capitalized words."""
+
+    def __init__(self, tokenizer: Tokenizer, src_vocab: Vocab, tgt_vocab: Vocab, cfg: DecodeConfig,
+                 terms: TermSlots | None, cased: CasedWords):
+        self.tokenizer, self.src_vocab, self.tgt_vocab, self.cfg = tokenizer, src_vocab, tgt_vocab, cfg
+        self.terms, self.cased = terms, cased
+
+    @cached_property
+    def segmenter(self) -> Segmenter:
+        return Segmenter(self.tokenizer.source_lang, self.cfg.max_sentence_words)
+
+    @cached_property
+    def pieces(self) -> Pieces:
+        """The target tokens the glossary's rules name: those that continue a word, those that close a sentence."""
+        return pieces_of(self.tgt_vocab.itos, self.tokenizer.kind == "subword")
+
+
+    def read(self, texts: Sequence[str], first_line: int = 1, prefix: str | Sequence[str] | None = None,
+             glossary: GlossaryLike = None) -> list[ReadText]:
+        """Each text split into its sentences (one with a prefix to complete: whole), read in
+        sentence case where it is in capitals, with its line, prefix and glossary (a file read once)."""
+        prefixes = one_per_text(prefix, len(texts))
+        per_text = isinstance(glossary, list)
+        read = [Glossary.of(g) for g in (glossary if per_text else [glossary])]  # a file read once, not once a text
+        glossaries = one_per_text(read if per_text else read[0], len(texts), "glossaries")
+        out = []
+        for i, text in enumerate(texts):
+            style = case_style(text)
+            if style != SENTENCE:
+                text = self.cased.sentence_case(text)
+            segmented = self.segmenter.split(text) if prefixes[i] is None else whole(text)
+            out.append(ReadText(segmented, style, first_line + i, prefixes[i], glossaries[i]))
+        return out
+
+    def sentences(self, texts: Sequence[str], first_line: int | Sequence[int] = 1,
+                  prefix: str | Sequence[str] | None = None, glossary: GlossaryLike = None,
+                  styles: Sequence[str] | None = None) -> list[Sentence]:
+        """Each sentence as the record search takes: its source ids, spans, rules and cap. `prefix`
+        and `glossary` are every text's, or a list of one a text; `first_line` numbers texts[0]
+        (or is each text's line); `styles`: each text's case style where it was read in sentence case."""
+        sources, numbers = protected_sources(self.tokenizer, texts)
+        lines = list(first_line) if isinstance(first_line, Sequence) else range(first_line, first_line + len(texts))
+        prefixes = one_per_text(prefix, len(texts))
+        prefix_tokens = iter(self.tokenizer.target_tokens([p for p in prefixes if p is not None]))
+        per_text = isinstance(glossary, list)
+        read = [Glossary.of(g) for g in (glossary if per_text else [glossary])]  # a file read once, not once a text
+        glossaries = one_per_text(read if per_text else read[0], len(texts), "glossaries")
+        terms = glossary_terms(self.tokenizer, self.tgt_vocab, glossaries, texts, lines)
+        spans = rule(self.tokenizer, numbers, self.cfg.strict_numbers)
+        out = []
+        for i, (line, tokens) in enumerate(zip(lines, self.tokenizer.source_tokens(sources))):
+            ids = source_ids(tokens, self.src_vocab, self.cfg.max_input_len, line) if tokens else []
+            # each term's source words: where search places it, and where a model trained with terms reads it
+            places = term_spans(tokens[:len(ids) - 1], [term.source for term in terms[i]],
+                                self.tokenizer.kind == "subword") if ids and terms[i] else []
+            if self.terms is not None and any(places):  # each term after its source words or in their place, as trained
+                given = [(place[0], place[1], term.ids) for place, term in zip(places, terms[i]) if place]
+                ids, moved = annotated(ids, given, self.terms)
+                # the words' new positions and their annotation's, or the annotation's alone where it replaced them
+                places = [(int(moved[p[0]]), int(moved[p[1] + 1]) - 1) if p else None for p in places]
+            prefix_ids = self.tgt_vocab.encode(next(prefix_tokens)) if prefixes[i] is not None else ()
+            rules = sentence_rules(spans, i, prefix_ids, [term.ids for term in terms[i]], self.pieces,
+                                   closes(texts[i]), [range(p[0], p[1] + 1) if p else () for p in places],
+                                   [term.elided for term in terms[i]], self.cfg.glossary_length_penalty)
+            out.append(Sentence(line, ids, numbers[i], rules, output_cap(len(ids), rules, self.cfg, line), texts[i],
+                                styles[i] if styles else SENTENCE))
+        return out

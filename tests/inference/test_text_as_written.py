@@ -1,0 +1,158 @@
+"""Text as people write it (nmt.inference.sentences and the spans of nmt.data.protected_numbers):
+paragraphs split into sentences and joined back with their spacing, over-long sentences cut at
+their clauses, links, addresses and emoji kept byte for byte, capitals read in sentence case and
+written back. The sentences here are made up for the tests."""
+
+from collections import Counter
+
+import pytest
+
+import nmt
+from nmt.data.prepared_corpus import CaseCounts
+from nmt.data.protected_numbers import SpanProtector, untranslated_spans
+from nmt.data.tokenizer import TOKENIZER
+from nmt.inference.sentences import SENTENCE, TITLE, UPPER, CasedWords, Segmenter, case_style, restyled
+
+EN = Segmenter("en", 60)
+
+
+@pytest.mark.parametrize("text, sentences", [
+    ("I went to the market this morning. It was raining, so I took an umbrella. The vendors were kind.",
+     ["I went to the market this morning.", "It was raining, so I took an umbrella.", "The vendors were kind."]),
+    ("Mr. Smith paid $3.50 for the book. Then he left.", ["Mr. Smith paid $3.50 for the book.", "Then he left."]),
+    ('He said "Stop!" and ran. Nobody followed him.', ['He said "Stop!" and ran.', "Nobody followed him."]),
+    ("Wait... What did you say? I didn't hear.", ["Wait...", "What did you say?", "I didn't hear."]),
+    ("E.g. apples, pears, etc. are fruit. Vegetables are not.", ["E.g. apples, pears, etc. are fruit.",
+                                                                 "Vegetables are not."]),
+    ("Visit https://example.com/a.b?c=1 now. Then write.", ["Visit https://example.com/a.b?c=1 now.", "Then write."]),
+    ("Go.", ["Go."]),
+])
+def test_a_paragraph_is_split_into_its_sentences(text, sentences):
+    assert [s.text for s in EN.split(text).segments] == sentences
+
+
+def test_french_abbreviations_are_not_sentence_ends():
+    assert [s.text for s in Segmenter("fr", 60).split("M. et Mme Dupont sont là. Ils attendent.").segments] == [
+        "M. et Mme Dupont sont là.", "Ils attendent."]
+
+
+def test_a_language_without_rules_of_its_own_is_split_by_englishs():
+    assert len(Segmenter("xx", 60).split("One. Two.").segments) == 2
+
+
+def test_the_spacing_between_sentences_is_kept_blank_lines_included():
+    segments = EN.split("  First one.  Second one.\n\nThird one.   Fourth one.  ").segments
+    assert [(s.before, s.text) for s in segments] == [("", "First one."), ("  ", "Second one."),
+                                                       ("\n\n", "Third one."), ("   ", "Fourth one.")]
+
+
+def test_an_over_long_sentence_is_cut_at_its_clauses_and_nothing_is_lost():
+    text = ("When I was a child, my grandmother used to tell me stories about her village, its river and her "
+            "teacher, who had come from the city to teach the children to read and write.")
+    parts = Segmenter("en", 12).split(text).segments
+    assert all(len(p.text.split()) <= 12 for p in parts) and len(parts) > 2
+    assert " ".join(p.text for p in parts) == text
+    assert parts[0].text == "When I was a child," and all(p.clause for p in parts[:-1]) and not parts[-1].clause
+
+
+def test_a_line_of_thousands_of_words_without_a_mark_is_cut_at_words():
+    text = " ".join(f"w{i}" for i in range(3000))
+    parts = Segmenter("en", 60).split(text).segments
+    assert max(len(p.text.split()) for p in parts) <= 60
+    assert " ".join(p.text for p in parts).split() == text.split()
+
+
+@pytest.mark.parametrize("text, style", [
+    ("WHERE IS THE TRAIN STATION?", UPPER), ("Where Is The Train Station?", TITLE), ("Where is the station?", SENTENCE),
+    ("I am Tom.", SENTENCE), ("NASA", SENTENCE), ("VISIT https://example.com NOW", UPPER), ("Go Tom Go", TITLE),
+])
+def test_a_sources_case_style(text, style):
+    assert case_style(text) == style
+
+
+def test_capitals_are_read_as_the_corpus_writes_each_word():
+    cased = CasedWords({"tom": "Tom", "i": "I", "boston": "Boston", "usa": "USA"})
+    assert cased.sentence_case("TOM AND I WENT TO BOSTON, USA.") == "Tom and I went to Boston, USA."
+    assert cased.sentence_case("WHERE IS THE TRAIN STATION?") == "Where is the train station?"
+    assert cased.sentence_case("WRITE TO ME AT HTTPS://EXAMPLE.COM/A") == "Write to me at HTTPS://EXAMPLE.COM/A"
+    assert restyled("Où est la gare ?", UPPER) == "OÙ EST LA GARE ?"
+    assert restyled("Où est la gare ?", TITLE) == "Où Est La Gare ?"
+
+
+def test_the_words_a_corpus_writes_with_capitals_are_counted_inside_sentences():
+    sources = ["Tom is here.", "I saw Tom.", "Where is Tom?", "Where is the USA?", "I like the USA.",
+               "I said so.", "Tom and I left.", "Can I go?", "Where are you?", "The tom cat sleeps."]
+    counts, words = CaseCounts(), Counter()
+    for text in sources:
+        counts.add(text)
+        words.update(TOKENIZER.tokenize(text))
+    forms = counts.forms(words)
+    assert forms["tom"] == "Tom" and forms["usa"] == "USA" and forms["i"] == "I"
+    assert "where" not in forms and "the" not in forms
+
+
+@pytest.mark.parametrize("text, spans", [
+    ("Write to tom@example.com or visit https://example.com/a?b=1 today.",
+     ["tom@example.com", "https://example.com/a?b=1"]),
+    ("See docs/commands.md (and www.example.org).", ["docs/commands.md", "www.example.org"]),
+    ("Run `pip install nmt` in ~/src/nmt or C:\\Users\\me now.", ["`pip install nmt`", "~/src/nmt", "C:\\Users\\me"]),
+    ("Follow @nmt_dev and #MachineTranslation, not #1.", ["@nmt_dev", "#MachineTranslation"]),
+    ("I love you ❤️ and 👨‍👩‍👧 and 🇫🇷!", ["❤️", "👨‍👩‍👧", "🇫🇷"]),
+    ("It is 3.5 km and 12/05/2021.", []),
+])
+def test_what_passes_untranslated_is_found_whole(text, spans):
+    assert [f.span.text for f in untranslated_spans(text)] == spans
+
+
+def test_a_word_in_a_script_the_vocabulary_lacks_is_kept_and_so_is_a_number_with_spaces():
+    protector = SpanProtector("en", "fr", known=frozenset("abcdefghijklmnopqrstuvwxyzILT .,"))
+    text, spans = protector.protect_source("I love Tokyo 東京 タワー, 30 000 times.")
+    assert text == "I love Tokyo ⦅N1⦆, ⦅N2⦆ times." and [s.text for s in spans] == ["東京 タワー", "30 000"]
+    assert protector.restore("J'aime Tokyo ⦅N1⦆, ⦅N2⦆ fois.", spans) == "J'aime Tokyo 東京 タワー, 30 000 fois."
+
+
+def test_a_training_pair_with_the_same_link_on_both_sides_gets_one_placeholder():
+    protector = SpanProtector("en", "fr")
+    assert protector.protect_pair("Go to https://a.org/1 at 7:45.", "Va sur https://a.org/1 à 7h45.") == (
+        "Go to ⦅N1⦆ at ⦅N2⦆.", "Va sur ⦅N1⦆ à ⦅N2⦆.")
+    assert protector.protect_pair("Go to https://a.org/1.", "Va sur https://a.org/2.") == (
+        "Go to https://a.org/1.", "Va sur https://a.org/2.")
+
+
+@pytest.fixture(scope="module")
+def model(protected_run):
+    return nmt.load(str(protected_run))
+
+
+def test_a_paragraph_never_loses_a_sentence(model):
+    sentences = ["I see a cat.", "She likes the house today.", "We have a big boat again."]
+    alone = model.translate(sentences)
+    assert model.translate(" ".join(sentences)) == " ".join(alone)
+    assert model.translate("\n\n".join(sentences)) == "\n\n".join(alone)
+    texts = ["I see a cat. We have a dog.", "Go.", "", "He wants green tea."]
+    assert model.translate(texts)[0] == " ".join(model.translate(["I see a cat.", "We have a dog."]))
+    assert model.translate(texts)[2] == ""
+
+
+def test_a_paragraphs_attention_and_alignment_are_its_sentences_side_by_side(model):
+    text = "I see a cat. We have a dog."
+    t = model.translations([text])[0]
+    assert len(t.parts) == 2 and t.words == t.text.split()
+    att = model.attention(text, t)
+    assert att.weights.shape == (len(t.tokens) + 1, len(att.src_tokens))
+    assert att.weights.sum(1).allclose(att.weights.new_ones(len(t.tokens) + 1))
+    first = len(t.parts[0].tokens)
+    assert att.weights[:first, len(model.attention("I see a cat.").src_tokens) - 1:].sum() == 0
+
+
+def test_links_addresses_and_emoji_come_through_exactly_once(model):
+    for span in ["https://example.com/a?b=1", "tom@example.com", "❤️", "~/notes.txt", "@nmt_dev", "`x = 1`"]:
+        out = model.translate(f"I see a cat {span} .")
+        assert out.count(span) == 1, (span, out)
+
+
+def test_a_source_in_capitals_comes_back_in_capitals(model):
+    plain, upper = model.translate(["I see a cat.", "I SEE A CAT."])
+    assert upper == plain.upper()
+    assert model.translate("I See A Cat Today.") == " ".join(
+        w[:1].upper() + w[1:] for w in model.translate("I see a cat today.").split(" "))

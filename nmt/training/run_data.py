@@ -24,7 +24,8 @@ from nmt.data.epoch_order import EpochBatches
 from nmt.data.indexed import IndexedArray
 from nmt.data.links import training_links
 from nmt.data.prepare import ensure_prepared
-from nmt.data.prepared_corpus import TARGET_WORDS, TRAINING_WORDS, PreparedCorpus
+from nmt.data.prepared_corpus import CASED_WORDS, TARGET_WORDS, TRAINING_WORDS, PreparedCorpus
+from nmt.data.protected_numbers import PLACEHOLDERS
 from nmt.data.terms import TermAnnotator
 from nmt.data.tokenizer import SubwordTokenizer, Tokenizer, load_tokenizer
 from nmt.data.vocab import Vocab
@@ -49,6 +50,7 @@ class TrainingData:
     folder: Path | None = None  # the prepared corpus
     terms: TermAnnotator | None = None  # data.terms: annotates the sources of a share of the batches with terms
     guided: bool = False  # guided alignment or the alignment head: batches carry the aligner's links as gold attention
+    protected_ids: frozenset[int] = frozenset()  # data.protect's placeholders (either side): pairs not joined
 
     def batch(self, rows: np.ndarray, draw: str) -> Batch:
         """The examples at `rows` of the training set as a batch. With data.copy_augment and
@@ -61,6 +63,8 @@ class TrainingData:
             examples = self._resegmented(examples, np.asarray(rows).tolist(), draw)
         if self.terms is not None:
             examples = self._with_terms(examples, random.Random(f"terms {draw}"))
+        if self.cfg.concatenate and random.Random(f"concatenate {draw}").random() < self.cfg.concatenate:
+            examples = concatenated(examples, self.protected_ids)
         if not self.guided:  # (the links were read for the terms alone)
             examples = [dataclasses.replace(ex, links=None) if ex.links is not None else ex for ex in examples]
         return collate(examples, self.tgt_vocab.pad_id, self.tgt_vocab.bos_id)
@@ -101,6 +105,26 @@ class TrainingData:
             if fits(example, self.cfg.max_len):
                 out[row] = example
         return out
+
+
+def concatenated(examples: list[Example], protected: frozenset[int]) -> list[Example]:
+    """data.concatenate: the batch's examples joined two by two (neighbours in a length-sorted
+    batch, so the joined ones are of one length too), each side one sequence with the second
+    pair's links moved after the first's; a pair with a number placeholder stays alone (its
+    numbering would clash)."""
+    out, waiting = [], None
+    for ex in examples:
+        if protected.intersection(ex.src) or protected.intersection(ex.tgt):
+            out.append(ex)
+        elif waiting is None:
+            waiting = ex
+        else:
+            links = None
+            if waiting.links is not None and ex.links is not None:
+                links = np.concatenate([waiting.links, ex.links + [len(waiting.src) - 1, len(waiting.tgt) - 1]])
+            out.append(Example(waiting.src[:-1] + ex.src, waiting.tgt[:-1] + ex.tgt, links))
+            waiting = None
+    return out + ([waiting] if waiting is not None else [])
 
 
 def load_data(cfg: Config, data_path: str | None, out_dir: Path, resume: dict | None,
@@ -150,7 +174,12 @@ def load_data(cfg: Config, data_path: str | None, out_dir: Path, resume: dict | 
                         encode_pairs(valid_pairs, src_vocab, tgt_vocab, tokenizer=tokenizer),
                         references.subset([i % every == 0 for i in range(len(references.sources))]),
                         texts, cfg.data, corpus_print, folder,
-                        terms, trains_on_links(cfg))
+                        terms, trains_on_links(cfg), placeholder_ids(src_vocab, tgt_vocab))
+
+
+def placeholder_ids(src_vocab: Vocab, tgt_vocab: Vocab) -> frozenset[int]:
+    """data.protect's placeholders' ids on either side (none for a model without them)."""
+    return frozenset(v.stoi[p] for v in (src_vocab, tgt_vocab) for p in PLACEHOLDERS if p in v.stoi)
 
 
 def links_of(folder: Path, cfg: Config) -> IndexedArray | None:
@@ -168,11 +197,12 @@ def trains_on_links(cfg: Config) -> bool:
 def write_run_files(data: TrainingData, cfg: Config, out_dir: Path) -> None:
     """What a new run directory holds beside its checkpoints: the tokenizer and vocabularies, the
     training words of both sides (the rare-word subset of `nmt eval` on any test set is cut by the
-    run's own source words; markup's alignment reads which words are frequent) and config.yaml."""
+    run's own source words; markup's alignment reads which words are frequent), the words its
+    sources write with capitals (how a source in capitals is read) and config.yaml."""
     data.tokenizer.save(out_dir)
     data.src_vocab.save(out_dir / "src_vocab.txt")
     data.tgt_vocab.save(out_dir / "tgt_vocab.txt")
-    for words in (TRAINING_WORDS, TARGET_WORDS):
+    for words in (TRAINING_WORDS, TARGET_WORDS, CASED_WORDS):
         shutil.copyfile(data.folder / words, out_dir / words)
     (out_dir / "config.yaml").write_text(yaml.safe_dump(cfg.to_dict(), sort_keys=False), encoding="utf-8")
 

@@ -147,6 +147,9 @@ class DataConfig:
     # a share of the batches whose pairs are joined two by two into one pair of twice the length
     # (Kondo et al. 2021), so the model learns to write past data.max_len; 0: off
     concatenate: float = 0.0
+    # with data.protect and links: the share of training pairs given a placeholder at a place the
+    # aligner links on both sides, so a span kept as it is (a link, an emoji) moves anywhere; 0: off
+    insert_placeholders: float = 0.0
     # subword: sentences a side SentencePiece learns from, a seeded sample of the training split when it is
     # larger (SentencePiece's input_sentence_size)
     subword_sample: int = 2_000_000
@@ -181,7 +184,10 @@ class DataConfig:
                 raise ConfigError(f"data.{key} must be a language code such as en, fr or pt-BR "
                                   f"(got {getattr(self, key)!r})")
         _within("data", "[0, 1)", subword_sampling=self.subword_sampling)
-        _within("data", "[0, 1]", copy_augment=self.copy_augment, terms=self.terms, concatenate=self.concatenate)
+        _within("data", "[0, 1]", copy_augment=self.copy_augment, terms=self.terms, concatenate=self.concatenate,
+                insert_placeholders=self.insert_placeholders)
+        if self.insert_placeholders and not (self.protect and self.tokenizer == "subword"):
+            raise ConfigError("data.insert_placeholders needs data.protect: true with data.tokenizer: subword")
         if self.copy_augment and self.tokenizer != "subword":
             raise ConfigError("data.copy_augment needs data.tokenizer: subword (a word vocabulary "
                               "has no pieces to spell a random name with)")

@@ -97,26 +97,41 @@ def write_word_counts(path: Path, counts: dict[str, int]) -> None:
 # where no sentence starts, more often than not, in their usual form ("tom" Tom, "i" I, "usa" USA):
 # how a source in capitals is read back into the case the model learned (nmt.inference.sentences)
 CASED_WORDS = "cased_words.tsv"
-_CAPITALS = regex.compile(r"(?<=\s)\w*\p{Lu}\w*")
-_FIRST_WORD = regex.compile(r"\W*(\w+)")
+# a word is a whitespace-separated token without the punctuation at its ends (the word tokenizer's
+# unit: "Don't" is one word, "T-shirt" another)
+WORD_ENDS = "\"'“”‘’«»()[]{}.,;:!?…¡¿"
+SENTENCE_END = regex.compile(r"[.!?…][\"'”’»)]*$")
+_CAPITAL_INSIDE = regex.compile(r"\s\S*\p{Lu}")
 
 
 class CaseCounts:
-    """Counted in the streaming pass over training sources: each word with a capital after a space
-    (not starting the sentence), and each sentence's first word (the rest comes from the word counts)."""
+    """Counted in the streaming pass over training sources: each word written with a capital
+    where no sentence starts, and each sentence's first word (the rest comes from the word counts)."""
 
     def __init__(self) -> None:
         self.capitals: Counter = Counter()
         self.first: Counter = Counter()
 
     def add(self, text: str) -> None:
-        self.capitals.update(_CAPITALS.findall(text))
-        if match := _FIRST_WORD.match(text):
-            self.first[match.group(1).lower()] += 1
+        tokens = text.split()
+        if not tokens:
+            return
+        if not _CAPITAL_INSIDE.search(text):  # (most sentences: no capital past their first word)
+            self.first[tokens[0].strip(WORD_ENDS).lower()] += 1
+            return
+        starts = True
+        for token in tokens:
+            if word := token.strip(WORD_ENDS):
+                if starts:
+                    self.first[word.lower()] += 1
+                elif not word.islower() and any(c.isupper() for c in word):
+                    self.capitals[word] += 1
+                starts = False
+            starts = starts or bool(SENTENCE_END.search(token))
 
     def forms(self, words: Counter) -> dict[str, str]:
-        """{lowercase word: its most frequent capitalized form} where such forms outnumber the word
-        in small letters inside sentences (`words`: the lowercased word counts of the same sources)."""
+        """{lowercase word: its most frequent form with capitals} where such forms outnumber the
+        word in small letters inside sentences (`words`: the lowercased word counts of the same sources)."""
         capitalized: Counter = Counter()
         for form, count in self.capitals.items():
             capitalized[form.lower()] += count

@@ -22,7 +22,7 @@ from functools import cached_property
 from pathlib import Path
 
 from nmt.config import DecodeConfig
-from nmt.data.prepared_corpus import CASED_WORDS, read_cased_words
+from nmt.data.prepared_corpus import CASED_WORDS, SENTENCE_END, WORD_ENDS, read_cased_words
 from nmt.data.protected_numbers import Number, SpanRule, untranslated_spans
 from nmt.data.terms import TermSlots, annotated, term_spans
 from nmt.data.tokenizer import Tokenizer
@@ -182,19 +182,22 @@ class CasedWords:
         return cls(read_cased_words(run / CASED_WORDS) if (run / CASED_WORDS).is_file() else {})
 
     def sentence_case(self, text: str) -> str:
-        """`text` as the corpus writes it: each word lowercased or in its usual form, the first
-        capitalized; links, addresses and the like (`untranslated_spans`) as they are."""
-        out, cursor, first = [], 0, True
+        """`text` as the corpus writes it: each word in small letters or in its usual form, each
+        sentence's first capitalized; links, addresses and the like (`untranslated_spans`) as they are."""
+        out, cursor, starts = [], 0, True
         for found in [*untranslated_spans(text), None]:
             end = found.start if found else len(text)
-            for part in re.split(r"(\W+)", text[cursor:end]):
-                part = self.forms.get(part.lower(), part.lower())
-                if first and _CASED.search(part):
-                    part, first = _capitalized(part), False
-                out.append(part)
+            for token in re.split(r"(\s+)", text[cursor:end]):
+                word = token.strip().strip(WORD_ENDS)
+                if word:
+                    written = self.forms.get(word.lower(), word.lower())
+                    token = token.replace(word, _capitalized(written) if starts else written, 1)
+                    starts = False
+                starts = starts or bool(SENTENCE_END.search(token))
+                out.append(token)
             if found:
                 out.append(text[found.start: found.end])
-                cursor, first = found.end, False
+                cursor, starts = found.end, False
         return "".join(out)
 
 

@@ -51,6 +51,7 @@ class TrainingData:
     terms: TermAnnotator | None = None  # data.terms: annotates the sources of a share of the batches with terms
     guided: bool = False  # guided alignment or the alignment head: batches carry the aligner's links as gold attention
     protected_ids: frozenset[int] = frozenset()  # data.protect's placeholders (either side): pairs not joined
+    placeholders: PlaceholderInserter | None = None  # data.insert_placeholders
 
     def batch(self, rows: np.ndarray, draw: str) -> Batch:
         """The examples at `rows` of the training set as a batch. With data.copy_augment and
@@ -65,6 +66,10 @@ class TrainingData:
             examples = self._with_terms(examples, random.Random(f"terms {draw}"))
         if self.cfg.concatenate and random.Random(f"concatenate {draw}").random() < self.cfg.concatenate:
             examples = concatenated(examples, self.protected_ids)
+        if self.cfg.insert_placeholders and self.placeholders is not None:
+            rng = random.Random(f"placeholders {draw}")
+            examples = [self.placeholders.inserted(ex, rng) if rng.random() < self.cfg.insert_placeholders else ex
+                        for ex in examples]
         if not self.guided:  # (the links were read for the terms alone)
             examples = [dataclasses.replace(ex, links=None) if ex.links is not None else ex for ex in examples]
         return collate(examples, self.tgt_vocab.pad_id, self.tgt_vocab.bos_id)
@@ -127,6 +132,45 @@ def concatenated(examples: list[Example], protected: frozenset[int]) -> list[Exa
     return out + ([waiting] if waiting is not None else [])
 
 
+class PlaceholderInserter:
+    """data.insert_placeholders: a pair with a placeholder put in between two source words and at
+    the place its aligner links there in the target (after the target word linked to the source
+    word before it; at the end, before both sides' closing marks), linked to each other. So the
+    model learns to carry a span it must not translate (a link, an emoji: nmt.data.protected_numbers)
+    from anywhere in a sentence to its place, leaving the words around it as they were."""
+
+    def __init__(self, src_vocab: Vocab, tgt_vocab: Vocab):
+        self.src_pieces, self.tgt_pieces = src_vocab.itos, tgt_vocab.itos
+        self.src_id, self.tgt_id = src_vocab.stoi[PLACEHOLDERS[0]], tgt_vocab.stoi[PLACEHOLDERS[0]]
+
+    def inserted(self, ex: Example, rng: random.Random) -> Example:
+        if ex.links is None or not len(ex.links) or self.src_id in ex.src or self.tgt_id in ex.tgt:
+            return ex
+        src, tgt = [self.src_pieces[i] for i in ex.src[:-1]], [self.tgt_pieces[i] for i in ex.tgt[:-1]]
+        src_end, tgt_end = _before_closing(src), _before_closing(tgt)
+        places = [i for i in range(1, src_end) if src[i].startswith("▁")] + [src_end]
+        at = rng.choice(places)
+        linked = ex.links[ex.links[:, 0] == at - 1, 1]
+        linked = linked[linked < len(tgt)]
+        if at == src_end:
+            to = tgt_end
+        elif len(linked):
+            to = next((j for j in range(int(linked.max()) + 1, tgt_end) if tgt[j].startswith("▁")), tgt_end)
+        else:
+            return ex
+        links = ex.links + np.stack([ex.links[:, 0] >= at, ex.links[:, 1] >= to], axis=1)
+        return Example(ex.src[:at] + [self.src_id] + ex.src[at:], ex.tgt[:to] + [self.tgt_id] + ex.tgt[to:],
+                       np.concatenate([links, [[at, to]]]))
+
+
+def _before_closing(pieces: list[str]) -> int:
+    """Where a sentence's closing marks (. ! ? and the like, as pieces of their own) begin."""
+    end = len(pieces)
+    while end > 1 and pieces[end - 1].lstrip("▁") in (".", "!", "?", "…", "?!", "!?", "..."):
+        end -= 1
+    return end
+
+
 def load_data(cfg: Config, data_path: str | None, out_dir: Path, resume: dict | None,
               world: distributed.World, quiet: bool = False,
               inherited: tuple[Tokenizer, Vocab, Vocab] | None = None) -> TrainingData:
@@ -174,7 +218,8 @@ def load_data(cfg: Config, data_path: str | None, out_dir: Path, resume: dict | 
                         encode_pairs(valid_pairs, src_vocab, tgt_vocab, tokenizer=tokenizer),
                         references.subset([i % every == 0 for i in range(len(references.sources))]),
                         texts, cfg.data, corpus_print, folder,
-                        terms, trains_on_links(cfg), placeholder_ids(src_vocab, tgt_vocab))
+                        terms, trains_on_links(cfg), placeholder_ids(src_vocab, tgt_vocab),
+                        PlaceholderInserter(src_vocab, tgt_vocab) if cfg.data.insert_placeholders else None)
 
 
 def placeholder_ids(src_vocab: Vocab, tgt_vocab: Vocab) -> frozenset[int]:

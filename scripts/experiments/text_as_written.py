@@ -1,0 +1,202 @@
+"""Text as people write it, measured on a run's test split (docs/results.md, "Text as people write it"):
+
+    python scripts/experiments/text_as_written.py RUN [--only case spans paragraphs long] [--words 60 30 20]
+
+- case: the test sources upper-cased and title-cased, case-insensitive BLEU against the
+  sentence-case sources' (and the output's case style), with the case rule and without it;
+- spans: 210 test sources, each with one made-up link, address, emoji, path, handle, tag or code
+  span put after a word: spans kept exactly once, spans invented, and the BLEU of the rest against
+  the same sources without the span;
+- paragraphs: runs of 2-5 consecutive test sources joined into one line, single-reference BLEU
+  of the joined output against the joined references: split into sentences (nmt translate),
+  each sentence given alone, and the whole line as one sequence (no splitting);
+- long: BLEU by source length (1-10, 11-20, 21-30, 31-50 words) on the test split and on long
+  sentences made of 2-5 consecutive test sources joined by semicolons, for each
+  decode.max_sentence_words in --words (the parts a longer sentence is cut into at its clauses).
+Beam 5 (the run's); sacreBLEU's standard BLEU. The sentences are the test split's own: none are quoted.
+"""
+
+from __future__ import annotations
+
+import argparse
+import random
+import re
+import sys
+from contextlib import contextmanager
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(REPO))
+
+import sacrebleu  # noqa: E402
+
+import nmt  # noqa: E402
+from nmt.evaluation.report import TestSpec, load_test_set  # noqa: E402
+from nmt.hardware import cpu_name, noted_flags  # noqa: E402
+from nmt.inference import sentences as sentences_module  # noqa: E402
+from nmt.inference.sentences import SENTENCE, TITLE, UPPER, Segmenter, case_style, whole  # noqa: E402
+from nmt.model.checkpoint import load_models  # noqa: E402
+
+BUCKETS = ((1, 10), (11, 20), (21, 30), (31, 50))
+EMOJI = ["❤️", "👍", "😂", "🎉", "🇫🇷", "☕"]
+SPAN_KINDS = {
+    "link": lambda i: f"https://example.com/p/{i}?q={i % 7}",
+    "address": lambda i: f"user{i}@example.org",
+    "emoji": lambda i: EMOJI[i % len(EMOJI)],
+    "path": lambda i: f"~/docs/notes-{i}.txt",
+    "handle": lambda i: f"@user_{i}",
+    "tag": lambda i: f"#topic{i}",
+    "code": lambda i: f"`run({i})`",
+}
+
+
+def bleu(outputs: list[str], references: list[list[str]], lowercase: bool = False) -> float:
+    streams = [list(s) for s in zip(*[refs + refs[-1:] * (max(map(len, references)) - len(refs))
+                                      for refs in references])]
+    return sacrebleu.corpus_bleu(outputs, streams, lowercase=lowercase).score
+
+
+def title_case(text: str) -> str:
+    return " ".join(w[:1].upper() + w[1:] for w in text.split(" "))
+
+
+@contextmanager
+def case_rule_off():
+    """The translator as before the case rule: every source read as it is written."""
+    saved = sentences_module.case_style
+    sentences_module.case_style = lambda text: SENTENCE
+    try:
+        yield
+    finally:
+        sentences_module.case_style = saved
+
+
+@contextmanager
+def no_splitting(model):
+    """Each line translated as one sequence, as before paragraphs were split."""
+    saved = model.reader.segmenter
+    model.reader.segmenter = type("Whole", (), {"split": staticmethod(whole)})()
+    try:
+        yield
+    finally:
+        model.reader.segmenter = saved
+
+
+def case(model, sources, refs) -> None:
+    plain = model.translate(sources)
+    print(f"case: sentence case as written: BLEU {bleu(plain, refs):.2f}, case-insensitive "
+          f"{bleu(plain, refs, True):.2f}")
+    for name, form, style in (("UPPER", str.upper, UPPER), ("Title Case", title_case, TITLE)):
+        given = [form(s) for s in sources]
+        styled = [s for s in given if case_style(s) == style]
+        for rule, context in (("with the case rule", None), ("without it", case_rule_off)):
+            if context:
+                with context():
+                    out = model.translate(given)
+            else:
+                out = model.translate(given)
+            matched = sum(case_style(o) == style for o, g in zip(out, given) if case_style(g) == style)
+            print(f"case: {name} ({len(styled)} of {len(given)} sources read as {style}), {rule}: case-insensitive "
+                  f"BLEU {bleu(out, refs, True):.2f}; output in the source's style {matched}/{len(styled)}")
+
+
+def spans(model, sources, refs) -> None:
+    rng = random.Random(1)
+    chosen = [i for i in range(len(sources)) if len(sources[i].split()) >= 3][:: max(1, len(sources) // 240)][:210]
+    given, plain_refs, kinds, inserted = [], [], [], []
+    for n, i in enumerate(chosen):
+        kind = list(SPAN_KINDS)[n % len(SPAN_KINDS)]
+        span = SPAN_KINDS[kind](n)
+        words = sources[i].split(" ")
+        at = rng.randrange(1, len(words))
+        given.append(" ".join(words[:at] + [span] + words[at:]))
+        plain_refs.append(refs[i])
+        kinds.append(kind)
+        inserted.append(span)
+    out = model.translate(given)
+    plain = model.translate([sources[i] for i in chosen])
+    kept = [o.count(s) == 1 for o, s in zip(out, inserted)]
+    invented = sum(any(x in o for x in inserted if x != s and x not in s) for o, s in zip(out, inserted))
+    rest = [re.sub(r" {2,}", " ", o.replace(s, " ")).strip() for o, s in zip(out, inserted)]
+    by_kind = {k: f"{sum(kp for kp, kk in zip(kept, kinds) if kk == k)}/{kinds.count(k)}" for k in SPAN_KINDS}
+    print(f"spans: {sum(kept)}/{len(kept)} kept exactly once ({', '.join(f'{k} {v}' for k, v in by_kind.items())}); "
+          f"{invented} outputs with another span's text; BLEU of the rest {bleu(rest, plain_refs):.2f} against "
+          f"{bleu(plain, plain_refs):.2f} for the sources without the span")
+
+
+def runs_of(sources, refs, seed: int = 1) -> list[tuple[list[int], int]]:
+    """Consecutive runs of 2-5 test sources (by index), covering the split in order."""
+    rng, out, i = random.Random(seed), [], 0
+    while i + 2 <= len(sources):
+        size = min(rng.randint(2, 5), len(sources) - i)
+        out.append(list(range(i, i + size)))
+        i += size
+    return out
+
+
+def paragraphs(model, sources, refs) -> None:
+    runs = runs_of(sources, refs)
+    lines = [" ".join(sources[i] for i in run) for run in runs]
+    joined_refs = [[" ".join(refs[i][0] for i in run)] for run in runs]
+    split = model.translate(lines)
+    alone = model.translate(sources)
+    one_by_one = [" ".join(alone[i] for i in run) for run in runs]
+    with no_splitting(model):
+        whole_line = model.translate(lines)
+    lost = sum(len(s.split()) < 0.6 * len(a.split()) for s, a in zip(whole_line, one_by_one))
+    print(f"paragraphs: {len(runs)} runs of 2-5 sentences: split {bleu(split, joined_refs):.2f}, one by one "
+          f"{bleu(one_by_one, joined_refs):.2f}, as one sequence {bleu(whole_line, joined_refs):.2f} "
+          f"({lost} of those outputs under 60% of the words of one by one)")
+
+
+def long_sentences(sources, refs) -> tuple[list[str], list[list[str]]]:
+    """2-5 consecutive test sources (and their first references) joined into one sentence by semicolons."""
+    out_src, out_ref = [], []
+    for run in runs_of(sources, refs, seed=2):
+        def joined(texts, space_before):
+            parts = [re.sub(r"\s*[.!?]+$", "", t.strip()) for t in texts[:-1]] + [texts[-1].strip()]
+            parts = [parts[0]] + [p[:1].lower() + p[1:] if not p.startswith(("I ", "I'")) else p for p in parts[1:]]
+            return (" ; " if space_before else "; ").join(parts)
+        out_src.append(joined([sources[i] for i in run], False))
+        out_ref.append([joined([refs[i][0] for i in run], True)])
+    return out_src, out_ref
+
+
+def by_length(model, sources, refs, words: list[int], name: str) -> None:
+    for limit in words:
+        model.reader.segmenter = Segmenter(model.tokenizer.source_lang, limit)
+        out = model.translate(sources)
+        cells = []
+        for low, high in BUCKETS:
+            keep = [i for i, s in enumerate(sources) if low <= len(s.split()) <= high]
+            if keep:
+                cells.append(f"{low}-{high}: {bleu([out[i] for i in keep], [refs[i] for i in keep]):.2f} "
+                             f"({len(keep)})")
+        print(f"long: {name}, decode.max_sentence_words={limit}: BLEU {bleu(out, refs):.2f}; by words "
+              + ", ".join(cells))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("run")
+    parser.add_argument("--only", nargs="+", default=["case", "spans", "paragraphs", "long"])
+    parser.add_argument("--words", nargs="+", type=int, default=[60, 30, 20])
+    args = parser.parse_args()
+    model = nmt.load(args.run)
+    loaded = load_models(args.run, model.device)
+    test, where, _ = load_test_set(TestSpec(), loaded)
+    sources, refs = test.references.sources, test.references.references
+    print(f"{args.run}: {where}, {len(sources)} sources; {cpu_name()} ({', '.join(noted_flags())})", flush=True)
+    if "case" in args.only:
+        case(model, sources, refs)
+    if "spans" in args.only:
+        spans(model, sources, refs)
+    if "paragraphs" in args.only:
+        paragraphs(model, sources, refs)
+    if "long" in args.only:
+        by_length(model, sources, refs, args.words, "the test split")
+        by_length(model, *long_sentences(sources, refs), args.words, "test sources joined by semicolons")
+
+
+if __name__ == "__main__":
+    main()

@@ -28,7 +28,6 @@ PRECISIONS = ("auto", "fp32", "bf16")
 LR_SCHEDULES = ("constant", "plateau", "linear")
 TOKENIZERS = ("word", "subword")
 SUBWORD_TYPES = ("unigram", "bpe")
-TERM_FORMS = ("append", "replace")  # data.term_form (nmt/data/terms.py)
 ENSEMBLE_COMBINATIONS = ("log_prob", "prob")
 # A key set to `auto` is decided by the recipe for the corpus a run trains on (nmt/training/recipe.py).
 AUTO = "auto"
@@ -134,16 +133,6 @@ class DataConfig:
     subword_type: str = "unigram"  # subword: SentencePiece's unigram or bpe
     joint_vocab: bool = False  # subword: one model learned on both languages (names segment alike)
     split_digits: bool = False  # subword: every digit its own piece on both sides, so numbers copy digit by digit
-    # subword regularization: each epoch re-segments the training pairs by sampling (BPE-dropout's probability
-    # for bpe, the smoothing alpha for unigram); 0: off
-    subword_sampling: float = 0.0
-    # subword: share of the pairs with names or numbers on both sides that have them replaced by random ones
-    # each epoch, the same on both sides (nmt/data/copy_augment.py); 0: off
-    copy_augment: float = 0.0
-    # share of the training batches in whose pairs a word or two of the source are followed by their aligned target
-    # word (eflomal's links), so the model learns to place a glossary's terms (nmt/data/terms.py); 0: off
-    terms: float = 0.0
-    term_form: str = "append"  # data.terms: the term after its source word (append) or in its place (replace)
     # a share of the batches whose pairs are joined two by two into one pair of twice the length
     # (Kondo et al. 2021), so the model learns to write past data.max_len; 0: off
     concatenate: float = 0.0
@@ -175,7 +164,6 @@ class DataConfig:
                   weight=self.weight)
         _one_of("data", TOKENIZERS, tokenizer=self.tokenizer)
         _one_of("data", SUBWORD_TYPES, subword_type=self.subword_type)
-        _one_of("data", TERM_FORMS, term_form=self.term_form)
         if self.num_pairs is not None:
             _positive("data", num_pairs=self.num_pairs)
         _at_least("data", 2, max_len=self.max_len)
@@ -183,23 +171,15 @@ class DataConfig:
             if not LANGUAGE_CODE.fullmatch(getattr(self, key)):
                 raise ConfigError(f"data.{key} must be a language code such as en, fr or pt-BR "
                                   f"(got {getattr(self, key)!r})")
-        _within("data", "[0, 1)", subword_sampling=self.subword_sampling)
-        _within("data", "[0, 1]", copy_augment=self.copy_augment, terms=self.terms, concatenate=self.concatenate,
-                insert_placeholders=self.insert_placeholders)
+        _within("data", "[0, 1]", concatenate=self.concatenate, insert_placeholders=self.insert_placeholders)
         if self.insert_placeholders and not (self.protect and self.tokenizer == "subword"):
             raise ConfigError("data.insert_placeholders needs data.protect: true with data.tokenizer: subword")
-        if self.copy_augment and self.tokenizer != "subword":
-            raise ConfigError("data.copy_augment needs data.tokenizer: subword (a word vocabulary "
-                              "has no pieces to spell a random name with)")
         if self.protect and self.tokenizer != "subword":
             raise ConfigError("data.protect needs data.tokenizer: subword (its placeholders are pieces of "
                               "a SentencePiece model)")
         if self.src_lang == self.tgt_lang:
             raise ConfigError(f"data.src_lang and data.tgt_lang must differ (both {self.src_lang!r})")
-        specs = self.corpus_specs()
-        if specs and (self.subword_sampling or self.copy_augment):
-            raise ConfigError("data.subword_sampling and data.copy_augment re-segment one corpus; with "
-                              "data.corpora set them to 0")
+        self.corpus_specs()  # (a malformed data.corpora is an error here)
         if self.tags() and (self.tokenizer != "subword" or self.joint_vocab):
             raise ConfigError("a corpus tag needs data.tokenizer: subword without data.joint_vocab (the tag is "
                               "a reserved piece of the source model alone, so the decoder can never write it)")
@@ -230,7 +210,6 @@ class ModelConfig:
     num_layers: int
     dropout: float | str = 0.0  # between LSTM layers
     attention: str = "additive"
-    init_uniform: float = 0.0  # >0: every parameter ~ uniform(-x, x) (OpenNMT-py's param_init); 0: torch defaults
     bidirectional: bool = False  # encoder reads both ways, hidden_size / 2 per direction
     bridge: bool = False  # learned layer from the encoder's final state to the decoder's initial one
     input_feeding: bool = False  # the last attentional output is fed back into the decoder LSTM
@@ -250,7 +229,6 @@ class ModelConfig:
     # dropout on the decoder's outputs where they enter the output projection (OpenNMT-py's dropout on the
     # attentional output; LIUM-CVC's 0.5 on Multi30k): the regularizer a small corpus needs most
     output_dropout: float | str = 0.0
-    source_word_dropout: float = 0.0  # share of source tokens whose whole embedding is zeroed in training
     # a separate attention trained toward the aligner's links and queried with the word written, from
     # which --align, --markup and the page read alignments (nmt/model/alignment_head.py); it changes no translation
     alignment_head: bool | str = False
@@ -259,9 +237,8 @@ class ModelConfig:
         _auto_or_number("model", self)
         _positive("model", embed_size=self.embed_size, hidden_size=self.hidden_size,
                   num_layers=self.num_layers)
-        _at_least("model", 0, init_uniform=self.init_uniform)
         _within("model", "[0, 1)", dropout=self.dropout, embed_dropout=self.embed_dropout,
-                output_dropout=self.output_dropout, source_word_dropout=self.source_word_dropout)
+                output_dropout=self.output_dropout)
         _one_of("model", ATTENTION_QUERIES, attention_query=self.attention_query)
         _one_of("model", DECODERS, decoder=self.decoder)
         if self.decoder == "parallel" and self.input_feeding:
@@ -295,9 +272,6 @@ class TrainConfig:
     max_minutes: float = 0.0  # 0: no time limit; otherwise stop cleanly (validate, save) at the budget
     clip_grad: float = 1.0  # max gradient norm; 0 disables clipping
     label_smoothing: float | str = 0.0
-    # >0: an exponential moving average of the weights (Marian's exponential smoothing) is what validation,
-    # best.pt and translation use; the raw weights keep training
-    ema_decay: float = 0.0
     # >0: guided alignment (Marian's --guided-alignment, OpenNMT-py's lambda_align): this weight times the
     # cross-entropy of the attention against eflomal's links of the training pairs (`nmt.data.links`) joins the loss
     guided_alignment: float | str = 0.0
@@ -332,7 +306,7 @@ class TrainConfig:
                       patience=self.patience, warmup_steps=self.warmup_steps, min_lr=self.min_lr,
                       batch_tokens=self.batch_tokens, guided_alignment=self.guided_alignment)
         _within("train", "(0, 1)", lr_decay_factor=self.lr_decay_factor)
-        _within("train", "[0, 1)", label_smoothing=self.label_smoothing, ema_decay=self.ema_decay)
+        _within("train", "[0, 1)", label_smoothing=self.label_smoothing)
         _one_of("train", LR_SCHEDULES, lr_schedule=self.lr_schedule)
         _one_of("train", PRECISIONS, precision=self.precision)
         _one_of("train", DEVICES, device=self.device)
@@ -379,9 +353,6 @@ class Config:
         if self.model.share_embeddings and not (self.data.tokenizer == "subword" and self.data.joint_vocab):
             raise ConfigError("model.share_embeddings needs one vocabulary for both languages: "
                               "data.tokenizer: subword with data.joint_vocab: true")
-        if self.model.share_embeddings and self.data.terms:
-            raise ConfigError("data.terms reads a term's target pieces through the decoder's embedding, which "
-                              "model.share_embeddings makes the encoder's: set one of them off")
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -432,20 +403,28 @@ def _build_section(cls: type, raw: Any, section: str) -> Any:
 
 
 SECTIONS = {"data": DataConfig, "model": ModelConfig, "train": TrainConfig, "decode": DecodeConfig}
-# Keys that were measured to lose everywhere and removed (docs/results.md keeps the measurements), with the
-# value every run saved while they existed holds unless it asked for them: such a run still loads.
-REMOVED = {"model.residual": False, "model.layer_norm": False, "model.attention_heads": 1}
+# Keys that were measured to lose and removed (docs/results.md keeps the measurements): the value every run
+# saved while they existed holds unless it asked for them (such a run still loads), why the key went and
+# the nmt that last trained with it.
+_RNMT = ("it lost at 5 and 30 minutes on every seed: docs/results.md", "from before 2026-11-27")
+_TERMS = ("training with terms cost 1.3 to 3.1 test BLEU: docs/results.md", "at f71f73a or before")
+_LOST = ("it lost where it was measured: docs/results.md", "at f71f73a or before")
+REMOVED = {"model.residual": (False, *_RNMT), "model.layer_norm": (False, *_RNMT),
+           "model.attention_heads": (1, *_RNMT), "data.terms": (0.0, *_TERMS), "data.term_form": ("append", *_TERMS),
+           "model.init_uniform": (0.0, *_LOST), "model.source_word_dropout": (0.0, *_LOST),
+           "train.ema_decay": (0.0, *_LOST), "data.subword_sampling": (0.0, *_LOST),
+           "data.copy_augment": (0.0, *_LOST)}
 
 
 def _without_removed(raw: dict[str, Any]) -> dict[str, Any]:
     """`raw` without the removed keys that hold their old default; one that does not is refused."""
     raw = {k: dict(v) if isinstance(v, dict) else v for k, v in raw.items()}
-    for dotted, default in REMOVED.items():
+    for dotted, (default, why, last) in REMOVED.items():
         section, key = dotted.split(".")
         if isinstance(raw.get(section), dict) and key in raw[section]:
             if raw[section].pop(key) != default:
-                raise ConfigError(f"{dotted} was removed (it lost at 5 and 30 minutes on every seed: docs/results.md); "
-                                  f"a run trained with it needs nmt from before 2026-11-27; in a config, delete the key")
+                raise ConfigError(f"{dotted} was removed ({why}); a run trained with it needs nmt {last}; "
+                                  f"in a config, delete the key")
     return raw
 
 

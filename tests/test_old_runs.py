@@ -53,20 +53,31 @@ def test_an_old_int8_export_decodes_as_a_new_export_of_the_same_checkpoint(old_r
     assert _translations(nmt.load(old_run, engine="onnx")) == _translations(nmt.load(fresh, engine="onnx"))
 
 
-def _saved_with(run: Path, **model_keys) -> Path:
-    """The run's best.pt as nmt saved it between 2026-11-24 and 2026-11-26, when every checkpoint's
-    config held the RNMT+ keys since removed (model.residual, layer_norm, attention_heads)."""
+def _saved_with(run: Path, data_keys: dict | None = None, **model_keys) -> Path:
+    """The run's best.pt as nmt saved it while its config held keys since removed: the RNMT+ ones
+    (model.residual, layer_norm, attention_heads: 2026-11-24 to 26), training with terms
+    (data.terms, data.term_form: to f71f73a)."""
     import torch
 
     state = torch.load(run / "best.pt", weights_only=True)
     state["config"]["model"].update(decoder="stepwise", embed_dropout=0.0, **model_keys)
+    state["config"]["data"].update(data_keys or {})
     torch.save(state, run / "best.pt")
     return run
 
 
 def test_a_run_saved_with_the_removed_keys_at_their_defaults_translates_as_it_did(old_run):
-    run = _saved_with(old_run, residual=False, layer_norm=False, attention_heads=1)
+    run = _saved_with(old_run, {"terms": 0.0, "term_form": "append"}, residual=False, layer_norm=False,
+                      attention_heads=1)
     _assert_same(_translations(nmt.load(run)), EXPECTED["translations"]["torch"])
+
+
+def test_a_run_trained_with_terms_is_one_clear_error_naming_the_last_nmt_that_trained_it(old_run):
+    from nmt.errors import NmtError
+
+    run = _saved_with(old_run, {"terms": 0.3, "term_form": "append"})
+    with pytest.raises(NmtError, match="data.terms was removed .* needs nmt at f71f73a or before"):
+        nmt.load(run)
 
 
 def test_a_run_that_used_a_removed_key_is_one_clear_error(old_run):

@@ -115,7 +115,7 @@ def prepare(
     quiet: QuietOpt = False,
 ) -> None:
     """Split, learn the vocabularies and encode a corpus once, into data.prepared_dir (nmt train does it when needed);
-    with guided alignment or data.terms, align its training pairs too, so that training starts warm."""
+    with guided alignment or the alignment head, align its training pairs too, so that training starts warm."""
     from nmt.config import load_config
     from nmt.data.corpus import resolve_corpus
     from nmt.data.prepare import ensure_prepared

@@ -1,5 +1,5 @@
-"""Word links of the training pairs, for guided alignment (`train.guided_alignment`) and training
-with terms (`data.terms`).
+"""Word links of the training pairs, for guided alignment (`train.guided_alignment`) and the
+alignment head (`model.alignment_head`).
 
 eflomal (Östling and Tiedemann, 2016; the aligner Bergamot's students are guided by) aligns the
 prepared training ids once, piece to piece (the units the attention reads), in both directions;
@@ -89,9 +89,9 @@ def agreed_links(src_lines: Iterable[str], tgt_lines: Iterable[str]) -> Iterator
     try:
         import eflomal
     except ImportError:
-        raise NmtError("eflomal is not installed (guided alignment, the alignment head, data.terms and the alignment "
+        raise NmtError("eflomal is not installed (guided alignment, the alignment head and the alignment "
                        "experiments need it): pip install eflomal, or pip install -e '.[align]'; or train with "
-                       "train.guided_alignment: 0, model.alignment_head: false and data.terms: 0") from None
+                       "train.guided_alignment: 0 and model.alignment_head: false") from None
     with tempfile.TemporaryDirectory() as tmp:
         forward, reverse = Path(tmp) / "fwd", Path(tmp) / "rev"
         # (an empty side: one token that links nowhere in the sentence's real tokens)

@@ -238,22 +238,11 @@ class SubwordTokenizer:
     def target_ids(self, texts: Sequence[str], **encode_options: Any) -> list[list[int]]:
         return self.tgt.encode(list(texts), **encode_options)
 
-    def sampled_ids(self, src_texts: Sequence[str], tgt_texts: Sequence[str], alpha: float,
-                    seed: int) -> tuple[list[list[int]], list[list[int]]]:
-        """Both sides segmented by sampling instead of the best segmentation (subword
-        regularization: BPE-dropout for bpe models), the same for the same `seed`."""
-        spm.set_random_generator_seed(seed)  # one thread per call keeps the draws in a fixed order
-        sample = dict(enable_sampling=True, alpha=alpha, nbest_size=-1, num_threads=1)
-        return self.source_ids(src_texts, **sample), self.target_ids(tgt_texts, **sample)
-
-    def pair_ids(self, src_texts: Sequence[str], tgt_texts: Sequence[str], alpha: float = 0.0,
-                 seed: int = 0) -> tuple[list[list[int]], list[list[int]]]:
-        """Both sides' ids as the model trains on them: numbers as placeholders (data.protect, which
-        reads both sides of a pair), then the best segmentation, or with `alpha` a sampled one."""
+    def pair_ids(self, src_texts: Sequence[str], tgt_texts: Sequence[str]) -> tuple[list[list[int]], list[list[int]]]:
+        """Both sides' ids as the model trains on them: protected spans as placeholders (data.protect,
+        which reads both sides of a pair), then the best segmentation."""
         if self.protector:
             src_texts, tgt_texts = self.protector.protect_pairs(src_texts, tgt_texts)
-        if alpha:
-            return self.sampled_ids(src_texts, tgt_texts, alpha, seed)
         return self.source_ids(src_texts), self.target_ids(tgt_texts)
 
     def target_text(self, tokens: Sequence[str]) -> str:

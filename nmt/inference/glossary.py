@@ -16,7 +16,9 @@ from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
 
-from nmt.data.tokenizer import WORD_START, continues_word, special_piece
+import numpy as np
+
+from nmt.data.tokenizer import WORD_START, continues_word, special_piece, spells
 from nmt.errors import NmtError
 from nmt.inference.constraints import Pieces
 
@@ -184,3 +186,46 @@ def term_use(glossary: Glossary, sources: Sequence[str], outputs: Sequence[str])
             asked += 1
             used += holds(output, term)
     return asked, used
+
+
+def word_of_each(pieces: Sequence[str], subword: bool = True) -> np.ndarray:
+    """Per piece, the index of its word. A piece starts a word at "▁", when it or the piece before
+    spells no letter or digit (punctuation stands alone), or when it is a special (<eos>, <0x41>,
+    ⦅N1⦆); a word tokenizer's tokens are words of their own."""
+    word = np.zeros(len(pieces), dtype=np.int64)
+    words, previous_spells = 0, False
+    for i, piece in enumerate(pieces):
+        if not (subword and words and previous_spells and continues_word(piece)):
+            words += 1
+        word[i] = words - 1
+        previous_spells = spells(piece)
+    return word
+
+
+def term_spans(pieces: Sequence[str], sources: Sequence[str], subword: bool = True) -> list[tuple[int, int] | None]:
+    """Where each source term is in a source of `pieces`: the first and last piece of the first
+    words, not yet taken by an earlier term, that spell it (case and spaces aside); None for a
+    term its words do not spell."""
+    word = word_of_each(pieces, subword)
+    spelled = [""] * (int(word[-1]) + 1 if len(pieces) else 0)
+    starts, ends = [0] * len(spelled), [0] * len(spelled)  # each word's first and last piece
+    for i, (piece, w) in enumerate(zip(pieces, word.tolist())):
+        if not spelled[w]:
+            starts[w] = i
+        spelled[w] += piece.replace(WORD_START, "").casefold()
+        ends[w] = i
+    out: list[tuple[int, int] | None] = []
+    used = set()
+    for source in sources:
+        wanted, found = "".join(source.split()).casefold(), None
+        for first in range(len(spelled)):
+            joined, last = "", first
+            while last < len(spelled) and len(joined) < len(wanted):
+                joined += spelled[last]
+                last += 1
+            if joined == wanted and ends[last - 1] not in used:
+                used.add(ends[last - 1])
+                found = (starts[first], ends[last - 1])
+                break
+        out.append(found)
+    return out

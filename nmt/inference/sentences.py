@@ -24,12 +24,11 @@ from pathlib import Path
 from nmt.config import DecodeConfig
 from nmt.data.prepared_corpus import CASED_WORDS, SENTENCE_END, WORD_ENDS, read_cased_words
 from nmt.data.protected_numbers import Number, SpanRule, untranslated_spans
-from nmt.data.terms import TermSlots, annotated, term_spans
 from nmt.data.tokenizer import Tokenizer
 from nmt.data.vocab import Vocab
 from nmt.errors import NmtError
 from nmt.inference.constraints import Pieces, Rules, sentence_rules
-from nmt.inference.glossary import Glossary, closes, elided_form, pieces_of
+from nmt.inference.glossary import Glossary, closes, elided_form, pieces_of, term_spans
 
 logger = logging.getLogger(__name__)
 BYTE_PIECE = re.compile(r"<0x[0-9A-F]{2}>")  # SentencePiece's byte fallback: one byte of a character it has no piece for
@@ -320,12 +319,12 @@ def protected_sources(tokenizer: Tokenizer, texts: Sequence[str]) -> tuple[list[
 
 class SentenceReader:
     """How one model's input becomes sentence records: its tokenizer, vocabularies, decoding
-    config, the term slots of a model trained with terms, and its corpus's capitalized words."""
+    config and its corpus's capitalized words."""
 
     def __init__(self, tokenizer: Tokenizer, src_vocab: Vocab, tgt_vocab: Vocab, cfg: DecodeConfig,
-                 terms: TermSlots | None, cased: CasedWords):
+                 cased: CasedWords):
         self.tokenizer, self.src_vocab, self.tgt_vocab, self.cfg = tokenizer, src_vocab, tgt_vocab, cfg
-        self.terms, self.cased = terms, cased
+        self.cased = cased
 
     @cached_property
     def segmenter(self) -> Segmenter:
@@ -372,14 +371,9 @@ class SentenceReader:
         out = []
         for i, (line, tokens) in enumerate(zip(lines, self.tokenizer.source_tokens(sources))):
             ids = source_ids(tokens, self.src_vocab, self.cfg.max_input_len, line) if tokens else []
-            # each term's source words: where search places it, and where a model trained with terms reads it
+            # each term's source words: where search places it
             places = term_spans(tokens[:len(ids) - 1], [term.source for term in terms[i]],
                                 self.tokenizer.kind == "subword") if ids and terms[i] else []
-            if self.terms is not None and any(places):  # each term after its source words or in their place, as trained
-                given = [(place[0], place[1], term.ids) for place, term in zip(places, terms[i]) if place]
-                ids, moved = annotated(ids, given, self.terms)
-                # the words' new positions and their annotation's, or the annotation's alone where it replaced them
-                places = [(int(moved[p[0]]), int(moved[p[1] + 1]) - 1) if p else None for p in places]
             prefix_ids = self.tgt_vocab.encode(next(prefix_tokens)) if prefixes[i] is not None else ()
             rules = sentence_rules(spans, i, prefix_ids, [term.ids for term in terms[i]], self.pieces,
                                    closes(texts[i]), [range(p[0], p[1] + 1) if p else () for p in places],

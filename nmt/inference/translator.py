@@ -28,7 +28,6 @@ from nmt.config import DecodeConfig
 from nmt.data.batches import pad
 from nmt.data.prepared_corpus import TARGET_WORDS, TRAINING_WORDS, words_by_count
 from nmt.data.protected_numbers import Number
-from nmt.data.terms import TermSlots
 from nmt.data.tokenizer import Tokenizer, WordTokenizer, legacy_form
 from nmt.data.vocab import EOS, Vocab
 from nmt.inference import elision
@@ -280,12 +279,11 @@ def by_length(sources: Sequence[Sequence], size: int) -> list[list[int]]:
 
 class Translator:
     cased = CasedWords({})  # how the run's corpus writes words with capitals (`from_loaded` reads the run's)
+    _reader: SentenceReader | None = None
 
     def __init__(self, model: Seq2Seq | OnnxSeq2Seq | Ensemble, src_vocab: Vocab, tgt_vocab: Vocab, cfg: DecodeConfig,
-                 device: torch.device, tokenizer: Tokenizer | None = None, terms: TermSlots | None = None,
-                 frequent: FrequentWords | None = None):
+                 device: torch.device, tokenizer: Tokenizer | None = None, frequent: FrequentWords | None = None):
         self.model, self.src_vocab, self.tgt_vocab = model, src_vocab, tgt_vocab
-        self.terms = terms  # a model trained with data.terms reads a glossary's terms in its source too
         self.frequent = frequent  # the words alignments step past (`words.past_frequent`); None: the run has no counts
         self.cfg, self.device = cfg, device
         self.tokenizer = tokenizer or WordTokenizer()
@@ -309,8 +307,7 @@ class Translator:
         models = [member.model.to(device).eval() if engine == "torch" else load_engine(member.path, engine)
                   for member in loaded.members or [loaded]]
         model = Ensemble(models, loaded.weights, cfg.ensemble) if loaded.members else models[0]
-        terms = TermSlots.of(loaded.src_vocab, loaded.cfg.data.term_form) if loaded.cfg.data.terms > 0 else None
-        translator = cls(model, loaded.src_vocab, loaded.tgt_vocab, cfg, device, loaded.tokenizer, terms,
+        translator = cls(model, loaded.src_vocab, loaded.tgt_vocab, cfg, device, loaded.tokenizer,
                          frequent_words(loaded.path.parent))
         translator.cased = CasedWords.load(loaded.path.parent)
         return translator
@@ -352,10 +349,13 @@ class Translator:
                  for hyps, sentence in zip(self._search(sentences, beam, n, sample), sentences)]
         return joined_nbest(read, found)
 
-    @cached_property
+    @property
     def reader(self) -> SentenceReader:
-        """How this model's texts become sentence records (the one place a text is read)."""
-        return SentenceReader(self.tokenizer, self.src_vocab, self.tgt_vocab, self.cfg, self.terms, self.cased)
+        """How this model's texts become sentence records (the one place a text is read); made
+        anew where the decoding config was replaced."""
+        if self._reader is None or self._reader.cfg is not self.cfg:
+            self._reader = SentenceReader(self.tokenizer, self.src_vocab, self.tgt_vocab, self.cfg, self.cased)
+        return self._reader
 
     def sentences(self, texts: Sequence[str], first_line: int | Sequence[int] = 1,
                   prefix: str | Sequence[str] | None = None, glossary: GlossaryLike = None) -> list[Sentence]:

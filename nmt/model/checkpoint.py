@@ -23,7 +23,6 @@ from nmt.data.tokenizer import Tokenizer, load_tokenizer
 from nmt.data.vocab import Vocab
 from nmt.errors import CheckpointError, ConfigError
 from nmt.model import Seq2Seq, build_model
-from nmt.model.moving_average import load_averaged
 from nmt.model.runs import LAST, ensemble_members, resolve_checkpoint
 
 logger = logging.getLogger(__name__)
@@ -162,11 +161,9 @@ def load_model(checkpoint: str | Path | None, device: torch.device = torch.devic
     except (ConfigError, ValueError) as e:
         raise CheckpointError(f"{path}: its config or vocabulary is invalid ({e})") from None
     tokenizer = load_tokenizer(cfg.data, path.parent, src_vocab, tgt_vocab)
-    model = build_model(cfg.model, src_vocab, tgt_vocab, terms=cfg.data.terms > 0)
+    model = build_model(cfg.model, src_vocab, tgt_vocab)
     try:
         model.load_state_dict(state["model"])
-        if state.get("ema"):  # trained with train.ema_decay: translate with the averaged weights
-            load_averaged(model, state["ema"])
     except (RuntimeError, KeyError) as e:
         detail = str(e).strip().splitlines()
         raise CheckpointError(f"{path}: weights do not fit the model in its config "
@@ -186,14 +183,9 @@ def load_models(spec: str | Path | None, device: torch.device = torch.device("cp
         if difference := vocabulary_difference(loaded[0], other):
             raise CheckpointError(f"{loaded[0].path} and {other.path} cannot decode as one ensemble: {difference}")
     for member in loaded:  # their weights are in the models now: keep only what describes them
-        member.state = {key: value for key, value in member.state.items() if key not in ("model", "optimizer", "ema")}
+        member.state = {key: value for key, value in member.state.items() if key not in ("model", "optimizer")}
     weights = [1.0 if weight is None else weight for _, weight in members]
     return replace(loaded[0], members=loaded, weights=weights)
-
-
-def terms_read(loaded: LoadedModel) -> str:
-    """How a run reads a glossary's terms in its source: the form it trained with, or not at all."""
-    return loaded.cfg.data.term_form if loaded.cfg.data.terms > 0 else "not trained with terms"
 
 
 def vocabulary_difference(a: LoadedModel, b: LoadedModel) -> str:
@@ -202,8 +194,7 @@ def vocabulary_difference(a: LoadedModel, b: LoadedModel) -> str:
     for what, x, y in (("translation direction", (a.tokenizer.source_lang, a.tokenizer.target_lang),
                         (b.tokenizer.source_lang, b.tokenizer.target_lang)),
                        ("tokenizer", a.tokenizer.kind, b.tokenizer.kind),
-                       ("data.protect", a.cfg.data.protect, b.cfg.data.protect),
-                       ("training with terms (data.terms, data.term_form)", terms_read(a), terms_read(b))):
+                       ("data.protect", a.cfg.data.protect, b.cfg.data.protect)):
         if x != y:
             return f"their {what} differs ({x} vs {y})"
     for side, x, y in (("source", a.src_vocab, b.src_vocab), ("target", a.tgt_vocab, b.tgt_vocab)):

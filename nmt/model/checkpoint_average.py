@@ -42,8 +42,6 @@ def _difference(first: dict[str, Any], other: dict[str, Any]) -> str:
     for side in ("src_vocab", "tgt_vocab"):
         if first[side] != other[side]:
             return f"their {'source' if side == 'src_vocab' else 'target'} vocabularies differ"
-    if bool(first.get("ema")) != bool(other.get("ema")):
-        return "one holds a moving average of its weights (train.ema_decay) and the other does not"
     return ""
 
 
@@ -59,11 +57,10 @@ def average_checkpoints(paths: list[Path], out: Path) -> dict[str, Any]:
     for path in paths:
         state = read_checkpoint(path, mmap=True)
         if first is None:
-            first = {"config": state["config"], "src_vocab": state["src_vocab"], "tgt_vocab": state["tgt_vocab"],
-                     "ema": bool(state.get("ema"))}
+            first = {"config": state["config"], "src_vocab": state["src_vocab"], "tgt_vocab": state["tgt_vocab"]}
         elif difference := _difference(first, state):
             raise CheckpointError(f"cannot average {paths[0]} with {path}: {difference}")
-        for part in ("model", "ema") if state.get("ema") else ("model",):
+        for part in ("model",):
             total = sums.setdefault(part, {})
             for name, tensor in state[part].items():
                 if not tensor.is_floating_point():

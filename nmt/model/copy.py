@@ -23,7 +23,6 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from nmt.data.terms import TermSlots
 from nmt.data.vocab import SPECIALS, Vocab
 
 # Copy probabilities below this are treated as this (log of 0 has no gradient); far below any
@@ -31,14 +30,11 @@ from nmt.data.vocab import SPECIALS, Vocab
 MIN_PROBABILITY = 1e-30
 
 
-def source_to_target_ids(src_vocab: Vocab, tgt_vocab: Vocab, slots: TermSlots | None = None) -> torch.Tensor:
+def source_to_target_ids(src_vocab: Vocab, tgt_vocab: Vocab) -> torch.Tensor:
     """(len(src_vocab),): each source token's target id if the target vocabulary has the same
-    string, else len(tgt_vocab) (the dropped column). Specials are never copied. With `slots`
-    (data.terms), then the two marks (never copied) and the target pieces (each its own id)."""
+    string, else len(tgt_vocab) (the dropped column). Specials are never copied."""
     missing = len(tgt_vocab)
     ids = [missing if token in SPECIALS else tgt_vocab.stoi.get(token, missing) for token in src_vocab.itos]
-    if slots is not None:
-        ids += [missing, missing, *range(len(tgt_vocab))]
     return torch.tensor(ids, dtype=torch.long)
 
 
@@ -102,12 +98,11 @@ def log(probability: torch.Tensor) -> torch.Tensor:
 
 
 class CopyGate(nn.Module):
-    def __init__(self, hidden_size: int, embed_size: int, src_vocab: Vocab, tgt_vocab: Vocab,
-                 slots: TermSlots | None = None):
+    def __init__(self, hidden_size: int, embed_size: int, src_vocab: Vocab, tgt_vocab: Vocab):
         super().__init__()
         self.gate = nn.Linear(hidden_size + embed_size, 1)
         # Derived from the vocabularies each time a model is built: not part of a checkpoint.
-        self.register_buffer("target_ids", source_to_target_ids(src_vocab, tgt_vocab, slots), persistent=False)
+        self.register_buffer("target_ids", source_to_target_ids(src_vocab, tgt_vocab), persistent=False)
 
     def copy_ids(self, src: torch.Tensor) -> torch.Tensor:
         """Source ids (batch, src_len) -> the target ids they copy to (the dropped column if none)."""

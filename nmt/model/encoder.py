@@ -45,35 +45,18 @@ class Encoder(nn.Module):
 
     def __init__(self, vocab_size: int, embed_size: int, hidden_size: int, num_layers: int,
                  dropout: float = 0.0, pad_id: int = 0, bidirectional: bool = False, bridge: bool = False,
-                 embed_dropout: float = 0.0, word_dropout: float = 0.0):
+                 embed_dropout: float = 0.0):
         super().__init__()
         assert not (bidirectional and hidden_size % 2), "model.bidirectional's rule, checked with the config"
         self.bidirectional = bidirectional
         self.embedding = nn.Embedding(vocab_size, embed_size, padding_idx=pad_id)
         self.embed_dropout = nn.Dropout(embed_dropout)
-        self.word_dropout = word_dropout
         self.rnn = nn.LSTM(embed_size, hidden_size // 2 if bidirectional else hidden_size, num_layers,
                            batch_first=True, dropout=dropout if num_layers > 1 else 0.0,
                            bidirectional=bidirectional)
         # The learned bridge (Joey NMT's and OpenNMT-py's `bridge`): a layer per state from the
         # encoder's final (h, c) to the decoder's initial one, instead of copying them.
         self.bridge = nn.ModuleList(nn.Linear(hidden_size, hidden_size) for _ in range(2)) if bridge else None
-        self.target_pieces: nn.Embedding | None = None  # data.terms: see read_target_pieces
-
-    def read_target_pieces(self, embedding: nn.Embedding) -> None:
-        """data.terms: source ids from this embedding's size on are target pieces (a glossary's terms,
-        nmt.data.terms), read through `embedding`'s rows, the decoder's own."""
-        self.target_pieces = nn.Embedding(embedding.num_embeddings, embedding.embedding_dim,
-                                          padding_idx=embedding.padding_idx)
-        self.target_pieces.weight = embedding.weight
-
-    def embed(self, src: torch.Tensor) -> torch.Tensor:
-        if self.target_pieces is None:
-            return self.embedding(src)
-        first = self.embedding.num_embeddings
-        is_target = src >= first
-        own = self.embedding(src.masked_fill(is_target, 0))
-        return torch.where(is_target.unsqueeze(-1), self.target_pieces((src - first).clamp_min(0)), own)
 
     def forward(self, src: torch.Tensor, src_lens: torch.Tensor | None = None
                 ) -> tuple[torch.Tensor, LSTMState]:
@@ -82,11 +65,7 @@ class Encoder(nn.Module):
         With `src_lens`, the sequence is packed so the final state is taken at each sentence's
         last real token rather than after its padding (for the backward direction: at its first).
         """
-        emb = self.embed_dropout(self.embed(src))  # (batch, src_len, embed)
-        if self.training and self.word_dropout > 0:
-            # Whole source tokens dropped (Nematus' dropout_source; Sennrich and Zhang 2019 for small
-            # corpora): one mask value a token, where embed_dropout draws one a feature.
-            emb = emb * F.dropout(emb.new_ones(emb.shape[:2] + (1,)), self.word_dropout)
+        emb = self.embed_dropout(self.embedding(src))  # (batch, src_len, embed)
         if src_lens is None:
             outputs, state = self.rnn(emb)
         else:

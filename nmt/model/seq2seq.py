@@ -6,7 +6,6 @@ import torch
 from torch import nn
 
 from nmt.config import ModelConfig
-from nmt.data.terms import TermSlots
 from nmt.data.vocab import Vocab
 from nmt.hardware import to_device
 from nmt.model.alignment_head import AlignmentHead
@@ -103,18 +102,17 @@ class Seq2Seq(nn.Module):
         return self.alignment_head(hidden, self.decoder.embedding(tgt_out), state.memory, state.src_mask)
 
 
-def build_model(cfg: ModelConfig, src_vocab: Vocab, tgt_vocab: Vocab, terms: bool = False) -> Seq2Seq:
-    """The model of `cfg`; with `terms` (data.terms), one that also reads target pieces in its source."""
-    slots = TermSlots.of(src_vocab) if terms else None
-    encoder = Encoder(vocab_size=slots.offset if slots else len(src_vocab), embed_size=cfg.embed_size,
+def build_model(cfg: ModelConfig, src_vocab: Vocab, tgt_vocab: Vocab) -> Seq2Seq:
+    """The model of `cfg` for these vocabularies."""
+    encoder = Encoder(vocab_size=len(src_vocab), embed_size=cfg.embed_size,
                       hidden_size=cfg.hidden_size, num_layers=cfg.num_layers, dropout=cfg.dropout,
                       pad_id=src_vocab.pad_id, bidirectional=cfg.bidirectional, bridge=cfg.bridge,
-                      embed_dropout=cfg.embed_dropout, word_dropout=cfg.source_word_dropout)
+                      embed_dropout=cfg.embed_dropout)
     shared = dict(vocab_size=len(tgt_vocab), embed_size=cfg.embed_size, hidden_size=cfg.hidden_size,
                   num_layers=cfg.num_layers, dropout=cfg.dropout, attention=cfg.attention, pad_id=tgt_vocab.pad_id,
                   tie_embeddings=cfg.tie_embeddings,
                   embed_dropout=cfg.embed_dropout, output_dropout=cfg.output_dropout,
-                  copy=CopyGate(cfg.hidden_size, cfg.embed_size, src_vocab, tgt_vocab, slots)
+                  copy=CopyGate(cfg.hidden_size, cfg.embed_size, src_vocab, tgt_vocab)
                   if cfg.copy_attention else None)
     if cfg.decoder == "parallel":
         decoder = ParallelDecoder(**shared)
@@ -125,11 +123,5 @@ def build_model(cfg: ModelConfig, src_vocab: Vocab, tgt_vocab: Vocab, terms: boo
         decoder.embedding.weight = encoder.embedding.weight
         if cfg.tie_embeddings:  # fairseq's share_all_embeddings: the output projection too
             decoder.out.weight = encoder.embedding.weight
-    if slots:
-        encoder.read_target_pieces(decoder.embedding)
     head = AlignmentHead(cfg.hidden_size, cfg.embed_size) if cfg.alignment_head is True else None  # (auto: decided)
-    model = Seq2Seq(encoder, decoder, head)
-    if cfg.init_uniform > 0:
-        for param in model.parameters():
-            nn.init.uniform_(param, -cfg.init_uniform, cfg.init_uniform)
-    return model
+    return Seq2Seq(encoder, decoder, head)

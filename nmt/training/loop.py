@@ -7,7 +7,6 @@ batches in which logging, validation, saving and stopping happen where they are 
 
 from __future__ import annotations
 
-import contextlib
 import json
 import logging
 import math
@@ -112,8 +111,6 @@ def train_batches(run: Run, group: list[np.ndarray], total_steps: int) -> tuple[
         param_group["lr"] = run.schedule.lr(progress.step, used)
     loss, tokens = train_step(run.trained, batches, run.optimizer, run.cfg, vocab.pad_id, run.world)
     progress.advance(loss, tokens, len(group))
-    if run.ema is not None:
-        run.ema.update(run.model, progress.step)
     return loss, tokens
 
 
@@ -152,8 +149,7 @@ def validate_and_save(run: Run, reason: str, epoch: int | None = None) -> None:
         return
     result = None
     if run.world.is_main:
-        with run.ema.applied(run.model) if run.ema is not None else contextlib.nullcontext():
-            result = validate(run.translator, run.data.valid, run.data.references, run.cfg.train.val_beam_size)
+        result = validate(run.translator, run.data.valid, run.data.references, run.cfg.train.val_beam_size)
     result = distributed.from_main(result, run.world)
     record = {"step": progress.step, "epoch": progress.epoch if epoch is None else epoch,
               "train_loss": round(progress.take_train_loss(), 4), "val_loss": round(result.loss, 4),
@@ -199,8 +195,6 @@ def save(run: Run) -> Path | None:
     data = run.data
     state = checkpoint_state(run.model, run.optimizer, run.cfg, data.src_vocab, data.tgt_vocab, progress)
     state["corpus"] = data.corpus  # what --resume must continue on
-    if run.ema is not None:
-        state["ema"] = run.ema.state_dict(run.model)
     return save_rotating(run.out_dir, state, run.progress.step, run.cfg.train.keep_last)
 
 

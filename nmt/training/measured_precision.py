@@ -53,7 +53,7 @@ def measure(cfg: Config, data: TrainingData, batches: Sequence[np.ndarray], prec
     run's own weights and random state are untouched)."""
     cfg = dataclasses.replace(cfg, train=dataclasses.replace(cfg.train, precision=precision))
     with torch.random.fork_rng(devices=[]):
-        model = build_model(cfg.model, data.src_vocab, data.tgt_vocab, terms=cfg.data.terms > 0).to(device)
+        model = build_model(cfg.model, data.src_vocab, data.tgt_vocab).to(device)
         optimizer = torch.optim.Adam(model.parameters(), lr=cfg.train.lr, fused=True)
         tokens, start = 0, 0.0
         for i, rows in enumerate(batches[: WARMUP + TIMED]):

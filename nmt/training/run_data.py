@@ -8,7 +8,6 @@ import logging
 import math
 import random
 import shutil
-import zlib
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -16,8 +15,7 @@ import numpy as np
 import yaml
 
 from nmt.config import Config, DataConfig
-from nmt.data.batches import Batch, Example, TrainingSet, collate, encode_pairs, fits
-from nmt.data.copy_augment import replace_shared, shared_copyable
+from nmt.data.batches import Batch, Example, TrainingSet, collate, encode_pairs
 from nmt.data.corpus import require_corpus, resolve_corpus
 from nmt.data.corpus_mix import CorpusMix, MixPart
 from nmt.data.epoch_order import EpochBatches
@@ -26,8 +24,7 @@ from nmt.data.links import training_links
 from nmt.data.prepare import ensure_prepared
 from nmt.data.prepared_corpus import CASED_WORDS, TARGET_WORDS, TRAINING_WORDS, PreparedCorpus
 from nmt.data.protected_numbers import PLACEHOLDERS
-from nmt.data.terms import TermAnnotator
-from nmt.data.tokenizer import SubwordTokenizer, Tokenizer, load_tokenizer
+from nmt.data.tokenizer import Tokenizer, load_tokenizer
 from nmt.data.vocab import Vocab
 from nmt.errors import NmtError
 from nmt.evaluation.metrics import References, group_references
@@ -44,72 +41,27 @@ class TrainingData:
     train: TrainingSet | CorpusMix  # every training pair (those within data.max_len are batched), on disk
     valid: list[Example]  # every valid pair: the validation loss
     references: References  # a fixed subset of the valid sources: the validation BLEU
-    texts: tuple[IndexedArray, IndexedArray] | None  # the training split's raw text, where re-segmenting needs it
     cfg: DataConfig
     corpus: dict | None = None  # the corpus's fingerprint (nmt.data.manifest.fingerprint), kept in checkpoints
     folder: Path | None = None  # the prepared corpus
-    terms: TermAnnotator | None = None  # data.terms: annotates the sources of a share of the batches with terms
     guided: bool = False  # guided alignment or the alignment head: batches carry the aligner's links as gold attention
     protected_ids: frozenset[int] = frozenset()  # data.protect's placeholders (either side): pairs not joined
     placeholders: PlaceholderInserter | None = None  # data.insert_placeholders
 
     def batch(self, rows: np.ndarray, draw: str) -> Batch:
-        """The examples at `rows` of the training set as a batch. With data.copy_augment and
-        data.subword_sampling, re-segmented here from the raw text: names and numbers replaced
-        and pieces sampled with a random state drawn from `draw` (seed, epoch, batch, rank), so a
-        resumed run and every process of a torchrun job see the same. A pair that grows past
-        data.max_len keeps its best segmentation."""
+        """The examples at `rows` of the training set as a batch: with data.concatenate and
+        data.insert_placeholders, changed with a random state drawn from `draw` (seed, epoch,
+        batch, rank), so a resumed run and every process of a torchrun job see the same."""
         examples = self.train.examples(rows)
-        if self.texts is not None:  # kept only where a subword model re-segments (see load_data)
-            examples = self._resegmented(examples, np.asarray(rows).tolist(), draw)
-        if self.terms is not None:
-            examples = self._with_terms(examples, random.Random(f"terms {draw}"))
         if self.cfg.concatenate and random.Random(f"concatenate {draw}").random() < self.cfg.concatenate:
             examples = concatenated(examples, self.protected_ids)
         if self.cfg.insert_placeholders and self.placeholders is not None:
             rng = random.Random(f"placeholders {draw}")
             examples = [self.placeholders.inserted(ex, rng) if rng.random() < self.cfg.insert_placeholders else ex
                         for ex in examples]
-        if not self.guided:  # (the links were read for the terms alone)
+        if not self.guided:
             examples = [dataclasses.replace(ex, links=None) if ex.links is not None else ex for ex in examples]
         return collate(examples, self.tgt_vocab.pad_id, self.tgt_vocab.bos_id)
-
-    def _with_terms(self, examples: list[Example], rng: random.Random) -> list[Example]:
-        """A data.terms share of the batches, with every example that has links annotated
-        (nmt.data.terms). Whole batches, not a share of each: a batch's sources are of one length,
-        and one annotated source would lengthen every row of it by its padding."""
-        assert self.terms is not None
-        if rng.random() >= self.cfg.terms:
-            return examples
-        out = []
-        for ex in examples:
-            if ex.links is not None and (done := self.terms.annotate(ex.src, ex.tgt, ex.links, rng)) is not None:
-                ex = Example(done[0], ex.tgt, done[1])
-            out.append(ex)
-        return out
-
-    def _resegmented(self, examples: list[Example], stored: list[int], draw: str) -> list[Example]:
-        alpha, share = self.cfg.subword_sampling, self.cfg.copy_augment
-        rng = random.Random(draw)
-        texts = [(self.texts[0].text(i), self.texts[1].text(i)) for i in stored]
-        changed = {}
-        if share:
-            for row, pair in enumerate(texts):
-                if (shared := shared_copyable(*pair)) and rng.random() < share:
-                    changed[row] = replace_shared(pair, shared, rng)
-        rows = range(len(texts)) if alpha else list(changed)
-        src = [changed.get(r, texts[r])[0] for r in rows]
-        tgt = [changed.get(r, texts[r])[1] for r in rows]
-        tokenizer = self.tokenizer
-        assert isinstance(tokenizer, SubwordTokenizer)
-        # (protected after augmenting: its random numbers become placeholders too)
-        src_ids, tgt_ids = tokenizer.pair_ids(src, tgt, alpha, zlib.crc32(draw.encode()))
-        eos, out = self.src_vocab.eos_id, list(examples)
-        for row, s, t in zip(rows, src_ids, tgt_ids):
-            example = Example(s + [eos], t + [eos])
-            if fits(example, self.cfg.max_len):
-                out[row] = example
-        return out
 
 
 def concatenated(examples: list[Example], protected: frozenset[int]) -> list[Example]:
@@ -210,15 +162,11 @@ def load_data(cfg: Config, data_path: str | None, out_dir: Path, resume: dict | 
     references = group_references(valid_pairs)
     # Every k-th source: the corpus is sorted by length, so the first n would be the shortest.
     every = max(1, math.ceil(len(references.sources) / cfg.train.val_bleu_sentences))
-    resegments = cfg.data.tokenizer == "subword" and bool(cfg.data.subword_sampling or cfg.data.copy_augment)
-    texts = (prepared.texts("train", "src"), prepared.texts("train", "tgt")) if resegments else None
-    terms = (TermAnnotator(src_vocab, tgt_vocab, cfg.data.tokenizer == "subword", cfg.data.term_form)
-             if cfg.data.terms > 0 else None)
     return TrainingData(tokenizer, src_vocab, tgt_vocab, train,
                         encode_pairs(valid_pairs, src_vocab, tgt_vocab, tokenizer=tokenizer),
                         references.subset([i % every == 0 for i in range(len(references.sources))]),
-                        texts, cfg.data, corpus_print, folder,
-                        terms, trains_on_links(cfg), placeholder_ids(src_vocab, tgt_vocab),
+                        cfg.data, corpus_print, folder,
+                        trains_on_links(cfg), placeholder_ids(src_vocab, tgt_vocab),
                         PlaceholderInserter(src_vocab, tgt_vocab) if cfg.data.insert_placeholders else None)
 
 
@@ -229,8 +177,8 @@ def placeholder_ids(src_vocab: Vocab, tgt_vocab: Vocab) -> frozenset[int]:
 
 def links_of(folder: Path, cfg: Config) -> IndexedArray | None:
     """eflomal's links of a prepared corpus's training pairs where `cfg` trains with them (guided
-    alignment, data.terms): aligned by the first prepare or run that needs them, then read."""
-    return training_links(folder) if trains_on_links(cfg) or cfg.data.terms > 0 else None
+    alignment, the alignment head): aligned by the first prepare or run that needs them, then read."""
+    return training_links(folder) if trains_on_links(cfg) else None
 
 
 def trains_on_links(cfg: Config) -> bool:

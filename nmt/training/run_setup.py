@@ -18,7 +18,6 @@ from nmt.config import Config
 from nmt.data.epoch_order import EpochBatches
 from nmt.inference.translator import Translator
 from nmt.model import Seq2Seq, build_model
-from nmt.model.moving_average import ExponentialAverage, load_averaged
 from nmt.model.runs import truncate_metrics
 from nmt.training import distributed
 from nmt.training.board import Board
@@ -45,7 +44,7 @@ def build_training_model(cfg: Config, data: TrainingData, device: torch.device, 
                          ) -> tuple[Seq2Seq, torch.nn.Module, torch.optim.Optimizer]:
     """The model, the module that trains (under torchrun DDP, which all-reduces gradients during
     backward; validation, decoding and checkpoints use the plain model), and Adam."""
-    model = build_model(cfg.model, data.src_vocab, data.tgt_vocab, terms=cfg.data.terms > 0).to(device)
+    model = build_model(cfg.model, data.src_vocab, data.tgt_vocab).to(device)
     trained: torch.nn.Module = model
     if world.distributed:
         # (the alignment head has no gradient from a batch without the aligner's links)
@@ -80,7 +79,6 @@ class Run:
     steps_per_epoch: int  # the first epoch's, drawn once in setup: the schedule counts epochs with it
     first_epoch: EpochBatches | None  # those batches: the loop trains them rather than draw and count them again
     board: Board  # TensorBoard's curves (train.tensorboard), or a no-op
-    ema: ExponentialAverage | None = None  # with train.ema_decay: the weights validation and best.pt use
     clock: float = 0.0  # seconds trained; under DDP the ranks' mean, so their learning rates agree
 
 
@@ -116,19 +114,13 @@ def setup(cfg: Config, out_dir: Path, data_path: str | None = None, resume: dict
     elapsed = 0.0
     if parent is not None:
         model.load_state_dict(parent.state["model"])
-        if parent.state.get("ema"):
-            load_averaged(model, parent.state["ema"])
-        logger.info("initialised from %s (sha256 %s): its %sweights, tokenizer and vocabularies; optimizer, "
-                    "schedule, progress and budget start fresh", parent.path, parent.sha256[:12],
-                    "averaged " if parent.state.get("ema") else "")
+        logger.info("initialised from %s (sha256 %s): its weights, tokenizer and vocabularies; optimizer, "
+                    "schedule, progress and budget start fresh", parent.path, parent.sha256[:12])
     if resume is not None:
         elapsed = restore(resume, model, optimizer, schedule, progress, world, out_dir)
-    ema = ExponentialAverage(model, cfg.train.ema_decay) if cfg.train.ema_decay else None
-    if ema is not None and resume is not None and resume.get("ema"):
-        ema.load_state_dict(model, resume["ema"])
     translator = Translator(model, data.src_vocab, data.tgt_vocab, cfg.decode, device, data.tokenizer)
     return Run(cfg, out_dir, world, device, data, model, trained, optimizer, schedule, translator, progress,
-               Budget(cfg.train.max_steps, cfg.train.max_minutes, elapsed), steps, first_epoch, board, ema,
+               Budget(cfg.train.max_steps, cfg.train.max_minutes, elapsed), steps, first_epoch, board,
                clock=elapsed)
 
 

@@ -19,8 +19,7 @@ word replaced by the term (paired bootstrap against no glossary), and beam 5's s
 --data CORPUS takes the sources and references of the corpus's test split (as the first run's config
 splits it) instead of --src/--ref. With several runs, each is scored without and with the
 glossary on the same sentences, paired against the first run's output without one (broken:
-against the same run's); a run trained with data.terms also with its terms read in the source
-but not enforced by the search. --terms FILE: lines of `source word<TAB>usual target word<TAB>term`
+against the same run's). --terms FILE: lines of `source word<TAB>usual target word<TAB>term`
 (the defaults: ten English words for German targets, fifteen for French, each term a correct but
 uncommon word of the usual word's gender, not starting with a vowel, so the reference stays
 grammatical). --elided: eleven French terms that begin with a vowel instead (`EN_FR_ELIDED`; the
@@ -46,7 +45,7 @@ import nmt  # noqa: E402
 from nmt.data.corpus import load_splits, resolve_corpus  # noqa: E402
 from nmt.evaluation.metrics import score  # noqa: E402
 from nmt.hardware import cpu_name, noted_flags  # noqa: E402
-from nmt.inference import elision, translator  # noqa: E402
+from nmt.inference import elision, sentences  # noqa: E402
 from nmt.inference.constraints import Pieces, Rules  # noqa: E402
 from nmt.inference.engines import engine_device  # noqa: E402
 from nmt.inference.translator import Translator  # noqa: E402
@@ -112,26 +111,15 @@ def broken(output: str, plain: str, term: str, lang: str) -> dict[str, bool]:
 
 
 @contextmanager
-def terms_not_enforced():
-    """Search without the glossary's terms as rules (the source still annotated with them)."""
-    original = translator.sentence_rules
-    translator.sentence_rules = lambda spans, i, prefix, terms, *rest: original(spans, i, prefix, (), *rest)
-    try:
-        yield
-    finally:
-        translator.sentence_rules = original
-
-
-@contextmanager
 def placement_off():
     """Search without the rule that writes a term where the attention reads its source words."""
-    original = translator.sentence_rules
+    original = sentences.sentence_rules
     # (its source positions not given)
-    translator.sentence_rules = lambda *given: original(*given[:6], (), *given[7:])
+    sentences.sentence_rules = lambda *given: original(*given[:6], (), *given[7:])
     try:
         yield
     finally:
-        translator.sentence_rules = original
+        sentences.sentence_rules = original
 
 
 @contextmanager
@@ -149,15 +137,15 @@ def covering_off():
 def elision_off(parts: tuple[str, ...] = ("glued", "rewrite")):
     """Search without a vowel-initial term's form glued after an apostrophe ("l' aéronef": "glued"),
     and without the word before such a term rewritten after search ("la automobile": "rewrite")."""
-    original, rewrite = translator.elided_form, elision.elided
+    original, rewrite = sentences.elided_form, elision.elided
     if "glued" in parts:
-        translator.elided_form = lambda *given: []
+        sentences.elided_form = lambda *given: []
     if "rewrite" in parts:
         elision.elided = lambda model, sources, specials, found, *rest: found
     try:
         yield
     finally:
-        translator.elided_form, elision.elided = original, rewrite
+        sentences.elided_form, elision.elided = original, rewrite
 
 
 def timed(translate) -> tuple[float, list[str]]:
@@ -226,10 +214,6 @@ def main() -> None:
                 with elision_off(("rewrite",)):
                     arms[f"{name}glossary, the word before it not rewritten"] = timed(
                         lambda: model.translate(sources, beam=5, glossary=glossaries))
-        if model.terms is not None:  # trained with data.terms: the terms read in the source, nothing enforced
-            with terms_not_enforced():
-                arms[f"{name}glossary read, not enforced"] = timed(
-                    lambda: model.translate(sources, beam=5, glossary=glossaries))
         arms[f"{name}glossary"] = timed(lambda: model.translate(sources, beam=5, glossary=glossaries))
         plain.update({arm: arms[f"{name}no glossary"][1] for arm in arms if arm.startswith(name)})
     order = sorted(arms, key=lambda arm: arm != args.against)  # (the reference first)

@@ -1,19 +1,22 @@
 """Text as people write it, measured on a run's test split (docs/results.md, "Text as people write it"):
 
     python scripts/experiments/text_as_written.py RUN [--only case spans paragraphs long] [--words 60 30 20]
+        [--src DOC.en --ref DOC.fr]
 
 - case: the test sources upper-cased and title-cased, case-insensitive BLEU against the
   sentence-case sources' (and the output's case style), with the case rule and without it;
 - spans: 210 test sources, each with one made-up link, address, emoji, path, handle, tag or code
   span put after a word: spans kept exactly once, spans invented, and the BLEU of the rest against
   the same sources without the span;
-- paragraphs: runs of 2-5 consecutive test sources joined into one line, single-reference BLEU
+- paragraphs: runs of 2-5 consecutive sentences joined into one line, single-reference BLEU
   of the joined output against the joined references: split into sentences (nmt translate),
   each sentence given alone, and the whole line as one sequence (no splitting);
-- long: BLEU by source length (1-10, 11-20, 21-30, 31-50 words) on the test split and on long
-  sentences made of 2-5 consecutive test sources joined by semicolons, for each
+- long: BLEU by source length (1-10, 11-20, 21-30, 31-50 words), for each
   decode.max_sentence_words in --words (the parts a longer sentence is cut into at its clauses).
-Beam 5 (the run's); sacreBLEU's standard BLEU. The sentences are the test split's own: none are quoted.
+Paragraphs and long sentences are measured on the test split and, with --src/--ref, on a
+document-ordered test set of line-aligned files (e.g. the first 3,000 lines of Europarl v7 fr-en:
+parliament speeches, not a corpus the default trains on). Beam 5 (the run's); sacreBLEU's
+standard BLEU. No sentence of either set is quoted.
 """
 
 from __future__ import annotations
@@ -134,7 +137,7 @@ def runs_of(sources, refs, seed: int = 1) -> list[tuple[list[int], int]]:
     return out
 
 
-def paragraphs(model, sources, refs) -> None:
+def paragraphs(model, sources, refs, name: str) -> None:
     runs = runs_of(sources, refs)
     lines = [" ".join(sources[i] for i in run) for run in runs]
     joined_refs = [[" ".join(refs[i][0] for i in run)] for run in runs]
@@ -144,22 +147,9 @@ def paragraphs(model, sources, refs) -> None:
     with no_splitting(model):
         whole_line = model.translate(lines)
     lost = sum(len(s.split()) < 0.6 * len(a.split()) for s, a in zip(whole_line, one_by_one))
-    print(f"paragraphs: {len(runs)} runs of 2-5 sentences: split {bleu(split, joined_refs):.2f}, one by one "
+    print(f"paragraphs, {name}: {len(runs)} runs of 2-5 sentences: split {bleu(split, joined_refs):.2f}, one by one "
           f"{bleu(one_by_one, joined_refs):.2f}, as one sequence {bleu(whole_line, joined_refs):.2f} "
           f"({lost} of those outputs under 60% of the words of one by one)")
-
-
-def long_sentences(sources, refs) -> tuple[list[str], list[list[str]]]:
-    """2-5 consecutive test sources (and their first references) joined into one sentence by semicolons."""
-    out_src, out_ref = [], []
-    for run in runs_of(sources, refs, seed=2):
-        def joined(texts, space_before):
-            parts = [re.sub(r"\s*[.!?]+$", "", t.strip()) for t in texts[:-1]] + [texts[-1].strip()]
-            parts = [parts[0]] + [p[:1].lower() + p[1:] if not p.startswith(("I ", "I'")) else p for p in parts[1:]]
-            return (" ; " if space_before else "; ").join(parts)
-        out_src.append(joined([sources[i] for i in run], False))
-        out_ref.append([joined([refs[i][0] for i in run], True)])
-    return out_src, out_ref
 
 
 def by_length(model, sources, refs, words: list[int], name: str) -> None:
@@ -181,6 +171,8 @@ def main() -> None:
     parser.add_argument("run")
     parser.add_argument("--only", nargs="+", default=["case", "spans", "paragraphs", "long"])
     parser.add_argument("--words", nargs="+", type=int, default=[60, 30, 20])
+    parser.add_argument("--src", type=Path, help="a document-ordered test set's sources, a sentence a line")
+    parser.add_argument("--ref", type=Path, help="its references, line-aligned with --src")
     args = parser.parse_args()
     model = nmt.load(args.run)
     loaded = load_models(args.run, model.device)
@@ -191,11 +183,17 @@ def main() -> None:
         case(model, sources, refs)
     if "spans" in args.only:
         spans(model, sources, refs)
-    if "paragraphs" in args.only:
-        paragraphs(model, sources, refs)
-    if "long" in args.only:
-        by_length(model, sources, refs, args.words, "the test split")
-        by_length(model, *long_sentences(sources, refs), args.words, "test sources joined by semicolons")
+    sets = [("the test split", sources, refs)]
+    if args.src and args.ref:
+        documents = [line.strip() for line in args.src.read_text(encoding="utf-8").splitlines()]
+        translations = [[line.strip()] for line in args.ref.read_text(encoding="utf-8").splitlines()]
+        kept = [i for i, (s, r) in enumerate(zip(documents, translations)) if s and r[0]]
+        sets.append((args.src.name, [documents[i] for i in kept], [translations[i] for i in kept]))
+    for name, set_sources, set_refs in sets:
+        if "paragraphs" in args.only:
+            paragraphs(model, set_sources, set_refs, name)
+        if "long" in args.only:
+            by_length(model, set_sources, set_refs, args.words, name)
 
 
 if __name__ == "__main__":

@@ -488,3 +488,13 @@ def test_samples_of_a_glossary_sentence_are_ranked_by_its_length_penalty(protect
     model = nmt.load(protected_run)
     drawn = model.nbest(["I see a cat."], n=3, sample=Sampling(seed=1), glossary={"cat": "chats"})[0]
     assert all(h.score == pytest.approx(sum(h.token_scores) / (len(h.tokens) + 1) ** 0.6, rel=1e-4) for h in drawn)
+
+
+def test_a_glossary_term_is_found_at_the_first_words_that_spell_it():
+    from nmt.inference.glossary import term_spans
+
+    pieces = ["▁the", "▁Film", "▁was", "▁New", "▁Y", "ork", ".", "▁film"]
+    # its words' first and last piece (placed where attention reads them): any case, any spaces; a term not
+    # spelled is None; a term found again takes the next words that spell it
+    assert term_spans(pieces, ["film", "new  york", "absent", "FILM"]) == [(1, 1), (3, 5), None, (7, 7)]
+    assert term_spans(pieces, ["fil"]) == [None]  # whole words only

@@ -294,21 +294,3 @@ def test_summed_cross_entropy_is_torchs_in_value_and_gradient(smoothing):
     grad, = torch.autograd.grad(loss * 0.3, logits)
     assert torch.allclose(loss, expected, rtol=1e-6) and torch.allclose(grad, expected_grad, atol=1e-7)
 
-
-def test_source_word_dropout_zeroes_whole_tokens_in_training_only():
-    """model.source_word_dropout draws one mask value a token: a dropped token's embedding is all zeros,
-    a kept one is scaled by 1 / (1 - p); in evaluation the encoder reads every token as it is."""
-    from nmt.model.encoder import Encoder
-
-    torch.manual_seed(0)
-    encoder = Encoder(30, 8, 16, 1, word_dropout=0.5)
-    seen = {}
-    encoder.rnn.register_forward_hook(lambda module, args, out: seen.update(emb=args[0]))
-    src = torch.randint(4, 30, (64, 10))
-    plain = encoder.embedding(src)
-    encoder.train()(src)
-    dropped = seen["emb"].abs().sum(-1) == 0
-    assert 0.35 < dropped.float().mean() < 0.65
-    assert torch.allclose(seen["emb"][~dropped], 2 * plain[~dropped])
-    encoder.eval()(src)
-    assert torch.equal(seen["emb"], plain)

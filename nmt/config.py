@@ -133,9 +133,6 @@ class DataConfig:
     subword_type: str = "unigram"  # subword: SentencePiece's unigram or bpe
     joint_vocab: bool = False  # subword: one model learned on both languages (names segment alike)
     split_digits: bool = False  # subword: every digit its own piece on both sides, so numbers copy digit by digit
-    # a share of the batches whose pairs are joined two by two into one pair of twice the length
-    # (Kondo et al. 2021), so the model learns to write past data.max_len; 0: off
-    concatenate: float = 0.0
     # with data.protect and links: the share of training pairs given a placeholder at a place the
     # aligner links on both sides, so a span kept as it is (a link, an emoji) moves anywhere; 0: off
     insert_placeholders: float = 0.0
@@ -171,7 +168,7 @@ class DataConfig:
             if not LANGUAGE_CODE.fullmatch(getattr(self, key)):
                 raise ConfigError(f"data.{key} must be a language code such as en, fr or pt-BR "
                                   f"(got {getattr(self, key)!r})")
-        _within("data", "[0, 1]", concatenate=self.concatenate, insert_placeholders=self.insert_placeholders)
+        _within("data", "[0, 1]", insert_placeholders=self.insert_placeholders)
         if self.insert_placeholders and not (self.protect and self.tokenizer == "subword"):
             raise ConfigError("data.insert_placeholders needs data.protect: true with data.tokenizer: subword")
         if self.protect and self.tokenizer != "subword":

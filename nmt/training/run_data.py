@@ -45,16 +45,13 @@ class TrainingData:
     corpus: dict | None = None  # the corpus's fingerprint (nmt.data.manifest.fingerprint), kept in checkpoints
     folder: Path | None = None  # the prepared corpus
     guided: bool = False  # guided alignment or the alignment head: batches carry the aligner's links as gold attention
-    protected_ids: frozenset[int] = frozenset()  # data.protect's placeholders (either side): pairs not joined
     placeholders: PlaceholderInserter | None = None  # data.insert_placeholders
 
     def batch(self, rows: np.ndarray, draw: str) -> Batch:
-        """The examples at `rows` of the training set as a batch: with data.concatenate and
-        data.insert_placeholders, changed with a random state drawn from `draw` (seed, epoch,
-        batch, rank), so a resumed run and every process of a torchrun job see the same."""
+        """The examples at `rows` of the training set as a batch: with data.insert_placeholders,
+        changed with a random state drawn from `draw` (seed, epoch, batch, rank), so a resumed run
+        and every process of a torchrun job see the same."""
         examples = self.train.examples(rows)
-        if self.cfg.concatenate and random.Random(f"concatenate {draw}").random() < self.cfg.concatenate:
-            examples = concatenated(examples, self.protected_ids)
         if self.cfg.insert_placeholders and self.placeholders is not None:
             rng = random.Random(f"placeholders {draw}")
             examples = [self.placeholders.inserted(ex, rng) if rng.random() < self.cfg.insert_placeholders else ex
@@ -62,26 +59,6 @@ class TrainingData:
         if not self.guided:
             examples = [dataclasses.replace(ex, links=None) if ex.links is not None else ex for ex in examples]
         return collate(examples, self.tgt_vocab.pad_id, self.tgt_vocab.bos_id)
-
-
-def concatenated(examples: list[Example], protected: frozenset[int]) -> list[Example]:
-    """data.concatenate: the batch's examples joined two by two (neighbours in a length-sorted
-    batch, so the joined ones are of one length too), each side one sequence with the second
-    pair's links moved after the first's; a pair with a number placeholder stays alone (its
-    numbering would clash)."""
-    out, waiting = [], None
-    for ex in examples:
-        if protected.intersection(ex.src) or protected.intersection(ex.tgt):
-            out.append(ex)
-        elif waiting is None:
-            waiting = ex
-        else:
-            links = None
-            if waiting.links is not None and ex.links is not None:
-                links = np.concatenate([waiting.links, ex.links + [len(waiting.src) - 1, len(waiting.tgt) - 1]])
-            out.append(Example(waiting.src[:-1] + ex.src, waiting.tgt[:-1] + ex.tgt, links))
-            waiting = None
-    return out + ([waiting] if waiting is not None else [])
 
 
 class PlaceholderInserter:
@@ -166,13 +143,8 @@ def load_data(cfg: Config, data_path: str | None, out_dir: Path, resume: dict | 
                         encode_pairs(valid_pairs, src_vocab, tgt_vocab, tokenizer=tokenizer),
                         references.subset([i % every == 0 for i in range(len(references.sources))]),
                         cfg.data, corpus_print, folder,
-                        trains_on_links(cfg), placeholder_ids(src_vocab, tgt_vocab),
-                        PlaceholderInserter(src_vocab, tgt_vocab) if cfg.data.insert_placeholders else None)
+                        trains_on_links(cfg), PlaceholderInserter(src_vocab, tgt_vocab) if cfg.data.insert_placeholders else None)
 
-
-def placeholder_ids(src_vocab: Vocab, tgt_vocab: Vocab) -> frozenset[int]:
-    """data.protect's placeholders' ids on either side (none for a model without them)."""
-    return frozenset(v.stoi[p] for v in (src_vocab, tgt_vocab) for p in PLACEHOLDERS if p in v.stoi)
 
 
 def links_of(folder: Path, cfg: Config) -> IndexedArray | None:

@@ -105,14 +105,20 @@ _CAPITAL_INSIDE = regex.compile(r"\s\S*\p{Lu}")
 
 
 class CaseCounts:
-    """Counted in the streaming pass over training sources: each word written with a capital
-    where no sentence starts, and each sentence's first word (the rest comes from the word counts)."""
+    """Counted in the streaming pass over training sources, the first `sample` of them (their
+    share of the word counts is taken as theirs): each word written with a capital where no
+    sentence starts, and each sentence's first word (the rest comes from the word counts)."""
 
-    def __init__(self) -> None:
+    def __init__(self, sample: int = 1_000_000) -> None:
         self.capitals: Counter = Counter()
         self.first: Counter = Counter()
+        self.sample, self.seen, self.counted = sample, 0, 0
 
     def add(self, text: str) -> None:
+        self.seen += 1
+        if self.counted >= self.sample:  # (a corpus of millions: its first million tell the usual case)
+            return
+        self.counted += 1
         tokens = text.split()
         if not tokens:
             return
@@ -135,10 +141,11 @@ class CaseCounts:
         capitalized: Counter = Counter()
         for form, count in self.capitals.items():
             capitalized[form.lower()] += count
+        share = self.counted / max(self.seen, 1)  # of the sources the word counts are over
         best: dict[str, tuple[int, str]] = {}
         for form, count in self.capitals.items():
             key = form.lower()
-            small = words.get(key, 0) - self.first.get(key, 0) - capitalized[key]
+            small = share * words.get(key, 0) - self.first.get(key, 0) - capitalized[key]
             if count >= 2 and count > small and count > best.get(key, (0, ""))[0]:
                 best[key] = (count, form)
         return {key: form for key, (_, form) in sorted(best.items())}

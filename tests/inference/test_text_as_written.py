@@ -156,3 +156,11 @@ def test_a_source_in_capitals_comes_back_in_capitals(model):
     assert upper == plain.upper()
     assert model.translate("I See A Cat Today.") == " ".join(
         w[:1].upper() + w[1:] for w in model.translate("I see a cat today.").split(" "))
+
+
+def test_a_line_of_thousands_of_words_is_translated_in_parts_not_cut(model, caplog):
+    line = " ".join(["I see a cat"] * 750)  # 3,000 words, no sentence end
+    with caplog.at_level("WARNING"):
+        out = model.translate(line)
+    assert out and not [r for r in caplog.records if "truncated" in r.getMessage()]
+    assert len(model.reader.segmenter.split(line).segments) == 50

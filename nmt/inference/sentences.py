@@ -90,22 +90,23 @@ class Segmenter:
             start = stripped.find(sentence, cursor)  # the splitter keeps each sentence's own characters
             if start < 0:  # (never seen: a sentence the splitter rewrote is translated as it gave it)
                 start = cursor
-            segments.extend(self._clauses(sentence, _spacing(stripped[cursor:start]) if segments else ""))
+            segments.extend(self.clauses(sentence, _spacing(stripped[cursor:start]) if segments else ""))
             cursor = start + len(sentence)
         return Segmented(segments)
 
-    def _clauses(self, sentence: str, before: str) -> Iterator[Segment]:
-        """`sentence` whole, or cut into as few parts of at most `longest` words as it takes, of
-        about equal length: each after the clause mark nearest that length, else at it."""
-        words = sentence.split()
-        if len(words) <= self.longest:
+    def clauses(self, sentence: str, before: str, longest: int | None = None) -> Iterator[Segment]:
+        """`sentence` whole, or cut into as few parts of at most `longest` words (default: the
+        segmenter's) as it takes, of about equal length: each after the clause mark nearest that
+        length, else at it."""
+        words, longest = sentence.split(), longest or self.longest
+        if len(words) <= longest:
             yield Segment(sentence, before)
             return
         start = 0
-        while len(words) - start > self.longest:
+        while len(words) - start > longest:
             left = len(words) - start
-            size = -(-left // -(-left // self.longest))  # parts of equal length: ceil(left / ceil(left / longest))
-            marks = [i for i in range(start + max(1, size // 3), start + self.longest) if _CLAUSE_END.search(words[i])]
+            size = -(-left // -(-left // longest))  # parts of equal length: ceil(left / ceil(left / longest))
+            marks = [i for i in range(start + max(1, size // 3), start + longest) if _CLAUSE_END.search(words[i])]
             cut = min(marks, key=lambda i: abs(i + 1 - start - size)) if marks else start + size - 1
             yield Segment(" ".join(words[start: cut + 1]), before, clause=True)
             before, start = " ", cut + 1
@@ -349,9 +350,24 @@ class SentenceReader:
             style = case_style(text)
             if style != SENTENCE:
                 text = self.cased.sentence_case(text)
-            segmented = self.segmenter.split(text) if prefixes[i] is None else whole(text)
+            segmented = self.within_tokens(self.segmenter.split(text)) if prefixes[i] is None else whole(text)
             out.append(ReadText(segmented, style, first_line + i, prefixes[i], glossaries[i]))
         return out
+
+    def within_tokens(self, segmented: Segmented) -> Segmented:
+        """Each segment of more than decode.max_input_len tokens (words of many pieces) cut again,
+        into parts of as many words as fit: a sentence is translated in parts rather than cut."""
+        limit, out = self.cfg.max_input_len, []
+        for segment in segmented.segments:
+            if len(segment.text) >= limit and (tokens := len(self.tokenizer.source_tokens([segment.text])[0])) >= limit:
+                words = max(1, len(segment.text.split()) * (limit - 1) // tokens)
+                parts = list(self.segmenter.clauses(segment.text, segment.before, words))
+                if segment.clause:  # (a clause cut again: its last part still ends a clause)
+                    parts[-1] = Segment(parts[-1].text, parts[-1].before, clause=True)
+                out.extend(parts)
+            else:
+                out.append(segment)
+        return Segmented(out)
 
     def sentences(self, texts: Sequence[str], first_line: int | Sequence[int] = 1,
                   prefix: str | Sequence[str] | None = None, glossary: GlossaryLike = None,

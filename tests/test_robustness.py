@@ -30,18 +30,21 @@ def translator():
 @given(st.lists(st.text(alphabet=st.characters(codec="utf-8"), max_size=200), min_size=1, max_size=12))
 def test_any_unicode_gives_one_line_per_input(translator, lines):
     """Control characters, combining marks, emoji, RTL text, newlines inside a 'line' ...:
-    never an exception, always exactly one output line per input line."""
+    never an exception, always exactly one output per input, with a line break only where its
+    input has one (a paragraph's sentences are joined as it spaced them)."""
     for beam in (1, 3):
         outputs = translator.translate(lines, beam=beam)
         assert len(outputs) == len(lines)
-        assert all(isinstance(o, str) and "\n" not in o for o in outputs)
+        assert all(isinstance(o, str) and o.count("\n") <= line.count("\n") for o, line in zip(outputs, lines))
         for line, out in zip(lines, outputs):
             if not line.split():
                 assert out == ""  # empty (or all-whitespace) lines stay empty
 
 
-def test_very_long_line_is_truncated_with_a_warning(translator, caplog):
+def test_a_very_long_line_is_translated_in_parts_and_only_a_word_too_long_is_cut(translator, caplog):
     out = translator.translate(["go " * 5000])
+    assert len(out) == 1 and "truncated" not in caplog.text
+    out = translator.translate(["!" * 5000])  # one word of 5,000 tokens: cut, with a warning
     assert len(out) == 1
     assert "truncated to decode.max_input_len=30" in caplog.text
 
@@ -82,7 +85,7 @@ def test_non_finite_loss_stops_with_a_clear_message(toy_zip, tmp_path, monkeypat
 
 
 def test_truncation_warning_names_the_line_across_stream_chunks(translator, caplog):
-    lines = ["go ."] * 7 + ["go " * 50] + ["go ."] * 2  # line 8 is too long; chunks of 3 lines
+    lines = ["go ."] * 7 + ["!" * 50] + ["go ."] * 2  # line 8 is one word too long; chunks of 3 lines
     out = list(translator.translate_stream(lines, chunk_size=3))
     assert len(out) == 10
     assert "line 8 has 50 tokens" in caplog.text

@@ -33,6 +33,7 @@ MAX_SPANS = 9  # placeholders ⦅N1⦆ ... ⦅N9⦆; a sentence with more spans 
 PLACEHOLDERS = tuple(f"⦅N{i}⦆" for i in range(1, MAX_SPANS + 1))
 _PLACEHOLDER = re.compile(r"⦅N(\d+)⦆")
 _SPACES = re.compile(r" {2,}")
+_PLACEHOLDER_THEN_WORD = re.compile(r"⦅N(\d+)⦆(?=\w)")
 # a placeholder written right after another, a letter or a sentence's punctuation: a space goes between
 _GLUED = re.compile(r"(⦅N\d+⦆|[^\W\d_]|[.,;:!?])(?=⦅N\d+⦆)")
 _EMOJI = r"(?:\p{Extended_Pictographic}|\p{Regional_Indicator})(?:[\uFE0F\u200D\u20E3\p{Emoji_Modifier}]" \
@@ -271,8 +272,11 @@ class SpanProtector:
         """Each placeholder of `text` as the source number it stands for, in the target's
         convention; a placeholder with no number (never chosen by search) is dropped. A number the
         output writes right after another number, a letter or a sentence's punctuation is spaced
-        from it, so that two never read as one and none as part of a word."""
-        return _SPACES.sub(" ", self.target_piece(_GLUED.sub(r"\1 ", text), numbers)).strip(" ")
+        from it, so that two never read as one and none as part of a word; so is a word written
+        right after a span kept as it is (a link, an emoji: no suffix of a word joins it)."""
+        text = _GLUED.sub(r"\1 ", text)
+        text = _PLACEHOLDER_THEN_WORD.sub(lambda m: m.group() + " " if _kept(numbers, m) else m.group(), text)
+        return _SPACES.sub(" ", self.target_piece(text, numbers)).strip(" ")
 
     def source_piece(self, piece: str, numbers: Sequence[Number]) -> str:
         """A source piece (or text) for display: each placeholder as the number it stands for."""
@@ -281,6 +285,11 @@ class SpanProtector:
     def target_piece(self, piece: str, numbers: Sequence[Number]) -> str:
         """An output piece (or text): each placeholder as its number in the target's convention."""
         return _PLACEHOLDER.sub(lambda m: _nth(numbers, m).written(self.target) if _nth(numbers, m) else "", piece)
+
+
+def _kept(numbers: Sequence[Number], match: re.Match[str]) -> bool:
+    span = _nth(numbers, match)
+    return span is not None and span.kept
 
 
 def _nth(numbers: Sequence[Number], match: re.Match[str]) -> Number | None:

@@ -114,9 +114,11 @@ class Segmenter:
 
 
 def _spacing(gap: str) -> str:
-    """The whitespace between two sentences as written (a line break, a blank line or a tab kept),
-    a space where the splitter found none."""
-    return gap if gap.strip() == "" and gap else " "
+    """The whitespace between two sentences as written: its line breaks (a blank line kept), else
+    its spaces and tabs, else (another separator, or none) one space."""
+    if "\n" in gap:
+        return "\n" * gap.count("\n")
+    return gap if gap and not gap.strip(" \t") else " "
 
 
 def joined_text(segmented: Segmented, outputs: Sequence[str]) -> str:

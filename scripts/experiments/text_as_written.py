@@ -6,8 +6,8 @@
 - case: the test sources upper-cased and title-cased, case-insensitive BLEU against the
   sentence-case sources' (and the output's case style), with the case rule and without it;
 - spans: 210 test sources, each with one made-up link, address, emoji, path, handle, tag or code
-  span put after a word: spans kept exactly once, spans invented, and the BLEU of the rest against
-  the same sources without the span;
+  span put at its end (before its closing marks) or inside it (after a random word): spans kept
+  exactly once, spans invented, and the BLEU of the rest against the same sources without the span;
 - paragraphs: runs of 2-5 consecutive sentences joined into one line, single-reference BLEU
   of the joined output against the joined references: split into sentences (nmt translate),
   each sentence given alone, and the whole line as one sequence (no splitting);
@@ -78,7 +78,12 @@ def case_rule_off():
 def no_splitting(model):
     """Each line translated as one sequence, as before paragraphs were split."""
     saved = model.reader.segmenter
-    model.reader.segmenter = type("Whole", (), {"split": staticmethod(whole)})()
+
+    class Whole(Segmenter):
+        def split(self, text):
+            return whole(text)
+
+    model.reader.segmenter = Whole(saved.language, saved.longest)
     try:
         yield
     finally:
@@ -104,27 +109,35 @@ def case(model, sources, refs) -> None:
 
 
 def spans(model, sources, refs) -> None:
-    rng = random.Random(1)
+    """Each made-up span put in at the end of a test source (before its closing marks) or inside it
+    (after a random word): kept exactly once, invented, and the BLEU of the rest."""
     chosen = [i for i in range(len(sources)) if len(sources[i].split()) >= 3][:: max(1, len(sources) // 240)][:210]
-    given, plain_refs, kinds, inserted = [], [], [], []
-    for n, i in enumerate(chosen):
-        kind = list(SPAN_KINDS)[n % len(SPAN_KINDS)]
-        span = SPAN_KINDS[kind](n)
-        words = sources[i].split(" ")
-        at = rng.randrange(1, len(words))
-        given.append(" ".join(words[:at] + [span] + words[at:]))
-        plain_refs.append(refs[i])
-        kinds.append(kind)
-        inserted.append(span)
-    out = model.translate(given)
+    plain_refs = [refs[i] for i in chosen]
     plain = model.translate([sources[i] for i in chosen])
-    kept = [o.count(s) == 1 for o, s in zip(out, inserted)]
-    invented = sum(any(x in o for x in inserted if x != s and x not in s) for o, s in zip(out, inserted))
-    rest = [re.sub(r" {2,}", " ", o.replace(s, " ")).strip() for o, s in zip(out, inserted)]
-    by_kind = {k: f"{sum(kp for kp, kk in zip(kept, kinds) if kk == k)}/{kinds.count(k)}" for k in SPAN_KINDS}
-    print(f"spans: {sum(kept)}/{len(kept)} kept exactly once ({', '.join(f'{k} {v}' for k, v in by_kind.items())}); "
-          f"{invented} outputs with another span's text; BLEU of the rest {bleu(rest, plain_refs):.2f} against "
-          f"{bleu(plain, plain_refs):.2f} for the sources without the span")
+    for place in ("at the end", "inside"):
+        rng, given, kinds, inserted = random.Random(1), [], [], []
+        for n, i in enumerate(chosen):
+            kind = list(SPAN_KINDS)[n % len(SPAN_KINDS)]
+            span = SPAN_KINDS[kind](n)
+            if place == "inside":
+                words = sources[i].split(" ")
+                at = rng.randrange(1, len(words))
+                given.append(" ".join(words[:at] + [span] + words[at:]))
+            else:
+                body, closing = re.match(r"(.*?)([.!?…]*)$", sources[i].strip()).groups()
+                given.append(f"{body} {span}{closing}")
+            kinds.append(kind)
+            inserted.append(span)
+        out = model.translate(given)
+        kept = [o.count(s) == 1 for o, s in zip(out, inserted)]
+        invented = sum(any(x in o for x in inserted if x != s and x not in s) for o, s in zip(out, inserted))
+        rest = [re.sub(r" {2,}", " ", o.replace(s, " ")).strip() for o, s in zip(out, inserted)]
+        rest = [re.sub(r" ([.!?,])", r"\1", r) if model.tokenizer.target_lang != "fr" else r for r in rest]
+        by_kind = {k: f"{sum(kp for kp, kk in zip(kept, kinds) if kk == k)}/{kinds.count(k)}" for k in SPAN_KINDS}
+        print(f"spans {place}: {sum(kept)}/{len(kept)} kept exactly once "
+              f"({', '.join(f'{k} {v}' for k, v in by_kind.items())}); {invented} outputs with another span's text; "
+              f"BLEU of the rest {bleu(rest, plain_refs):.2f} against {bleu(plain, plain_refs):.2f} for the sources "
+              f"without the span")
 
 
 def runs_of(sources, refs, seed: int = 1) -> list[tuple[list[int], int]]:

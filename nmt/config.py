@@ -319,8 +319,9 @@ class DecodeConfig:
     batch_size: int = 128
     max_input_len: int = 100  # tokens: a longer sentence is cut to it, with a warning naming its line
     # words: a longer sentence is translated in parts, cut after its clauses (, ; : and dashes), or
-    # where it has none, at a word (nmt.inference.sentences); a paragraph is translated a sentence at a time
-    max_sentence_words: int = 60
+    # where it has none, at a word (nmt.inference.sentences); 0: as long as the run's training pairs
+    # (data.max_len x 3/4 words: 20 for fra-eng, measured best on long sentences in docs/results.md)
+    max_sentence_words: int = 0
     max_output_ratio: float = 2.0  # output cap: ratio * source length + extra tokens
     max_output_extra: int = 10
     # data.protect: search writes every source number exactly once and no digit of its own (false:
@@ -332,8 +333,8 @@ class DecodeConfig:
 
     def __post_init__(self) -> None:
         _positive("decode", beam_size=self.beam_size, batch_size=self.batch_size,
-                  max_input_len=self.max_input_len, max_output_ratio=self.max_output_ratio,
-                  max_sentence_words=self.max_sentence_words)
+                  max_input_len=self.max_input_len, max_output_ratio=self.max_output_ratio)
+        _at_least("decode", 0, max_sentence_words=self.max_sentence_words)
         _at_least("decode", 0, max_output_extra=self.max_output_extra, length_penalty=self.length_penalty,
                   glossary_length_penalty=self.glossary_length_penalty)
         _one_of("decode", ENSEMBLE_COMBINATIONS, ensemble=self.ensemble)

@@ -147,6 +147,14 @@ def small_first(text: str) -> str:
     return text[: match.start()] + match.group().lower() + text[match.end():] if match else text
 
 
+LONGEST = 60  # words: a sentence's parts where neither the config nor a run's training length says
+
+
+def sentence_words(max_len: int | str) -> int:
+    """decode.max_sentence_words as long as a run's training pairs: data.max_len pieces x 3/4 words."""
+    return max(8, (int(max_len) * 3 + 3) // 4) if isinstance(max_len, int) or str(max_len).isdigit() else LONGEST
+
+
 # Case styles of a source: sentence case (as written), all capitals, Title Case
 SENTENCE, UPPER, TITLE = "sentence", "upper", "title"
 
@@ -331,7 +339,7 @@ class SentenceReader:
 
     @cached_property
     def segmenter(self) -> Segmenter:
-        return Segmenter(self.tokenizer.source_lang, self.cfg.max_sentence_words)
+        return Segmenter(self.tokenizer.source_lang, self.cfg.max_sentence_words or LONGEST)
 
     @cached_property
     def pieces(self) -> Pieces:
@@ -362,7 +370,7 @@ class SentenceReader:
         limit, out = self.cfg.max_input_len, []
         for segment in segmented.segments:
             if len(segment.text) >= limit and (tokens := len(self.tokenizer.source_tokens([segment.text])[0])) >= limit:
-                words = max(1, len(segment.text.split()) * (limit - 1) // tokens)
+                words = max(1, len(segment.text.split()) * (limit - 1) * 9 // (10 * tokens))  # (a margin: words differ)
                 parts = list(self.segmenter.clauses(segment.text, segment.before, words))
                 if segment.clause:  # (a clause cut again: its last part still ends a clause)
                     parts[-1] = Segment(parts[-1].text, parts[-1].before, clause=True)

@@ -39,7 +39,7 @@ from nmt.inference.sampling import Sampling, samples
 from nmt.inference.search import Hypothesis, Sources, Specials, beam_for, forced, hypothesis, search
 from nmt.inference.sentences import (SENTENCE, CasedWords, GlossaryLike, ReadText, Segment, Segmented, Sentence,
                                      SentenceReader, clause_end, closes_sentence, joined_text, restyled, small_first,
-                                     source_ids, starts_small)
+                                     sentence_words, source_ids, starts_small)
 from nmt.inference.words import FrequentWords, alignment, source_alignment, text_words, word_scores, words_of
 from nmt.model import Seq2Seq
 from nmt.model.checkpoint import LoadedModel, load_models
@@ -302,7 +302,8 @@ class Translator:
     @classmethod
     def from_loaded(cls, loaded: LoadedModel, device: torch.device, batch_size: int | None = None,
                     engine: str = "torch", strict_numbers: bool | None = None) -> Translator:
-        chosen = {"batch_size": batch_size, "strict_numbers": strict_numbers}
+        chosen = {"batch_size": batch_size, "strict_numbers": strict_numbers,
+                  "max_sentence_words": loaded.cfg.decode.max_sentence_words or sentence_words(loaded.cfg.data.max_len)}
         cfg = dataclasses.replace(loaded.cfg.decode, **{key: v for key, v in chosen.items() if v is not None})
         models = [member.model.to(device).eval() if engine == "torch" else load_engine(member.path, engine)
                   for member in loaded.members or [loaded]]

@@ -39,7 +39,6 @@ GlossaryLike = Glossary | dict[str, str] | str | list | None
 # a text holding neither a sentence's end before more text nor a line break is one sentence: most
 # inputs never reach the splitter
 _MAYBE_SEVERAL = re.compile(r"[.!?…。！？][\"'”’»)\]]*\s+\S|\n")
-_LINE_BREAKS = re.compile(r"\s*\n\s*")
 _CLAUSE_END = re.compile(r"[,;:]$|^[–—-]$")
 _CLOSING = re.compile(r"[.!?…。！？]+")
 _CASED = re.compile(r"[^\W\d_]")

@@ -23,7 +23,7 @@ from pathlib import Path
 
 from nmt.config import DecodeConfig
 from nmt.data.prepared_corpus import CASED_WORDS, SENTENCE_END, WORD_ENDS, read_cased_words
-from nmt.data.protected_numbers import Number, SpanRule, untranslated_spans
+from nmt.data.protected_numbers import Found, Number, SpanRule, untranslated_spans
 from nmt.data.tokenizer import Tokenizer
 from nmt.data.vocab import Vocab
 from nmt.errors import NmtError
@@ -158,11 +158,11 @@ def sentence_words(max_len: int | str) -> int:
 SENTENCE, UPPER, TITLE = "sentence", "upper", "title"
 
 
-def case_style(text: str) -> str:
+def case_style(text: str, spans: Sequence[Found] | None = None) -> str:
     """UPPER where every cased letter is a capital (two words at least); TITLE where every word of
     three or more starts with a capital and some letter is small; else SENTENCE. Links, addresses
-    and the like (`untranslated_spans`) do not count."""
-    for found in reversed(untranslated_spans(text)):
+    and the like (`spans`, default `untranslated_spans`) do not count."""
+    for found in reversed(untranslated_spans(text) if spans is None else spans):
         text = text[: found.start] + " " + text[found.end:]
     words = [w for w in text.split() if _CASED.search(w)]
     letters = "".join(_CASED.findall(text))
@@ -190,11 +190,12 @@ class CasedWords:
         """A run directory's table; an empty one where the run has none (trained before it was kept)."""
         return cls(read_cased_words(run / CASED_WORDS) if (run / CASED_WORDS).is_file() else {})
 
-    def sentence_case(self, text: str) -> str:
+    def sentence_case(self, text: str, spans: Sequence[Found] | None = None) -> str:
         """`text` as the corpus writes it: each word in small letters or in its usual form, each
-        sentence's first capitalized; links, addresses and the like (`untranslated_spans`) as they are."""
+        sentence's first capitalized; links, addresses and the like (`spans`, default
+        `untranslated_spans`) as they are."""
         out, cursor, starts = [], 0, True
-        for found in [*untranslated_spans(text), None]:
+        for found in [*(untranslated_spans(text) if spans is None else spans), None]:
             end = found.start if found else len(text)
             for token in re.split(r"(\s+)", text[cursor:end]):
                 word = token.strip().strip(WORD_ENDS)
@@ -356,12 +357,20 @@ class SentenceReader:
         glossaries = one_per_text(read if per_text else read[0], len(texts), "glossaries")
         out = []
         for i, text in enumerate(texts):
-            style = case_style(text)
+            spans = untranslated_spans(text)  # (found once: the case rule reads around them)
+            style = case_style(text, spans)
             if style != SENTENCE:
-                text = self.cased.sentence_case(text)
+                text = self.cased.sentence_case(text, spans)
             segmented = self.within_tokens(self.segmenter.split(text)) if prefixes[i] is None else whole(text)
             out.append(ReadText(segmented, style, first_line + i, prefixes[i], glossaries[i]))
         return out
+
+    def records(self, read: Sequence[ReadText]) -> list[Sentence]:
+        """The sentence record of every segment of the `read` texts, in order, each with its
+        text's line, prefix, glossary and case style."""
+        each = [(text, segment) for text in read for segment in text.segmented.segments]
+        return self.sentences([s.text for _, s in each], [t.line for t, _ in each], [t.prefix for t, _ in each],
+                              [t.glossary for t, _ in each], [t.style for t, _ in each])
 
     def within_tokens(self, segmented: Segmented) -> Segmented:
         """Each segment of more than decode.max_input_len tokens (words of many pieces) cut again,

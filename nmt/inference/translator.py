@@ -342,10 +342,7 @@ class Translator:
         A text of several sentences is translated a sentence at a time (one without a prefix:
         nmt.inference.sentences) and joined. `first_line` numbers texts[0] in the warnings."""
         read = self.reader.read([texts] if isinstance(texts, str) else texts, first_line, prefix, glossary)
-        each = [(text, segment) for text in read for segment in text.segmented.segments]
-        sentences = self.reader.sentences([s.text for _, s in each], [t.line for t, _ in each],
-                                          [t.prefix for t, _ in each], [t.glossary for t, _ in each],
-                                          [t.style for t, _ in each])
+        sentences = self.reader.records(read)
         found = [[translation(self.tokenizer, self.tgt_vocab.decode(h.tokens), h, sentence) for h in hyps]
                  for hyps, sentence in zip(self._search(sentences, beam, n, sample), sentences)]
         return joined_nbest(read, found)

@@ -23,6 +23,7 @@ also writes each of them exactly once and no digit of its own.
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -50,6 +51,9 @@ _UNTRANSLATED = regex.compile(r"""
     | (?<![\w#&])\#\w*[^\W\d]\w*                     # a tag (a letter in it: #1 is a number)
     | """ + _EMOJI, regex.VERBOSE)
 _LINK_END = regex.compile(r"[.,;:!?'\"]+$")
+_TAKEN_OUT = "\x00"  # where a kept span was, while its place is read
+_GAP = re.compile(r"[ \t]*\x00(?:[ \t]*\x00)*[ \t]*")
+_ONLY_CLOSING = re.compile(r"\s*[.!?…。！？\"'”’»)\]]*\s*")
 _MAYBE_UNTRANSLATED = regex.compile(r"[`/@#:\\~]|[^\x00-\x7f]")  # most sentences hold none of these: skip the search
 
 
@@ -92,6 +96,10 @@ class Number:
     parts: tuple[str, ...]  # digits, mark, digits, ...
     marks: tuple[str, ...]  # per mark: G, D, T or the mark itself
     kept: bool = False  # not a number: a span that passes untranslated (`untranslated`)
+    # a kept span taken out of a source to translate: the words before it in the text the model
+    # reads, and, where only closing marks follow it, those marks ("" for none; None: more follows)
+    at: int = 0
+    tail: str | None = None
 
     @property
     def value(self) -> str:
@@ -168,7 +176,7 @@ def untranslated_spans(text: str, known: frozenset[str] | None = None) -> list[F
 
 def _unknown_words(text: str, known: frozenset[str], taken: Sequence[Found]) -> list[Found]:
     """Runs of words (punctuation at their ends aside) holding a character that `known` lacks,
-    outside the spans already `taken`."""
+    outside the spans already `taken` (a digit is a number's, not another script's)."""
     runs: list[list[int]] = []
     for match in regex.finditer(r"\S+", text):
         start, end = match.span()
@@ -176,7 +184,7 @@ def _unknown_words(text: str, known: frozenset[str], taken: Sequence[Found]) -> 
             start += 1
         while end > start and text[end - 1] in known and not text[end - 1].isalnum():
             end -= 1
-        if start == end or all(c in known for c in text[start:end]) \
+        if start == end or all(c in known or c.isdigit() for c in text[start:end]) \
                 or any(t.start < end and start < t.end for t in taken):
             continue
         if runs and text[runs[-1][1]:start].isspace() and text[runs[-1][1]:start] == " ":
@@ -227,11 +235,27 @@ class SpanProtector:
         return found
 
     def protect_source(self, text: str) -> tuple[str, list[Number]]:
-        """`text` with its protected spans as ⦅N1⦆, ⦅N2⦆, ... and the spans (`_source_spans`)."""
+        """`text` as the model reads it, and its protected spans (`_source_spans`): each number as a
+        placeholder ⦅N1⦆, ⦅N2⦆, ...; what passes untranslated taken out, so that the model reads the
+        rest as the sentences it was trained on, and listed after the numbers with its place
+        (`Number.at`, `Number.tail`), where the translator puts its placeholder back by the
+        alignment (a span kept as a placeholder cost the rest of its sentence 5.5 BLEU at its end
+        and 12.8 inside it: docs/results.md)."""
         found = self._source_spans(text, self.known)
         if not found:
             return text, []
-        return _replaced(text, found, range(len(found))), [f.span for f in found]
+        numbers = [f for f in found if not f.span.kept]
+        marked = _replaced(text, found, [numbers.index(f) if not f.span.kept else -1 for f in found])
+        kept, cursor = [], 0
+        for f in found:
+            if f.span.kept:
+                cursor = marked.index(_TAKEN_OUT, cursor)
+                before, after = marked[:cursor].replace(_TAKEN_OUT, ""), marked[cursor + 1:].replace(_TAKEN_OUT, "")
+                closing = _ONLY_CLOSING.fullmatch(after)
+                kept.append(dataclasses.replace(f.span, at=len(before.split()),
+                                                tail=closing.group().strip() if closing else None))
+                cursor += 1
+        return _taken_out(marked), [f.span for f in numbers] + kept
 
     def protect_pair(self, src: str, tgt: str) -> tuple[str, str]:
         """A training pair with its spans as placeholders, a target span taking the placeholder of
@@ -262,7 +286,8 @@ class SpanProtector:
     def rule(self, numbers: Sequence[Sequence[Number]], strict: bool = False) -> SpanRule:
         """What search may write for sentences with these numbers: their own placeholders, at most
         once each; `strict`, each exactly once and no digit outside them."""
-        return SpanRule(self.target_ids, [len(n) for n in numbers], self.digit_ids if strict else frozenset(), strict)
+        counts = [sum(not n.kept for n in each) for each in numbers]  # (kept spans are put back after search)
+        return SpanRule(self.target_ids, counts, self.digit_ids if strict else frozenset(), strict)
 
     def protect_pairs(self, src: Sequence[str], tgt: Sequence[str]) -> tuple[list[str], list[str]]:
         pairs = [self.protect_pair(s, t) for s, t in zip(src, tgt)]
@@ -287,6 +312,21 @@ class SpanProtector:
         return _PLACEHOLDER.sub(lambda m: _nth(numbers, m).written(self.target) if _nth(numbers, m) else "", piece)
 
 
+def _taken_out(marked: str) -> str:
+    """A text with its `_TAKEN_OUT` marks gone, and the spacing around each as it reads without the
+    span: one space between words, none before punctuation or at either end."""
+    def joined(match: re.Match[str]) -> str:
+        left = marked[match.start() - 1] if match.start() else ""
+        right = marked[match.end()] if match.end() < len(marked) else ""
+        if not left or not right:
+            return ""
+        spaced = match.group()[0].isspace(), match.group()[-1].isspace()
+        if all(spaced) or (left.isalnum() and right.isalnum()):
+            return " "
+        return " " if any(spaced) and (left if spaced[1] else right).isalnum() else ""
+    return _GAP.sub(joined, marked).strip()
+
+
 def _kept(numbers: Sequence[Number], match: re.Match[str]) -> bool:
     span = _nth(numbers, match)
     return span is not None and span.kept
@@ -298,10 +338,11 @@ def _nth(numbers: Sequence[Number], match: re.Match[str]) -> Number | None:
 
 
 def _replaced(text: str, found: Sequence[Found], indices: Sequence[int]) -> str:
+    """`text` with each found span as the placeholder of its index (-1: `_TAKEN_OUT`)."""
     out, end = [], 0
     for match, index in zip(found, indices):
         out.append(text[end: match.start])
-        out.append(PLACEHOLDERS[index])
+        out.append(PLACEHOLDERS[index] if index >= 0 else _TAKEN_OUT)
         end = match.end
     out.append(text[end:])
     return "".join(out)

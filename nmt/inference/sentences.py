@@ -29,6 +29,7 @@ from nmt.data.vocab import Vocab
 from nmt.errors import NmtError
 from nmt.inference.constraints import Pieces, Rules, sentence_rules
 from nmt.inference.glossary import Glossary, closes, elided_form, pieces_of, term_spans
+from nmt.inference.words import words_of
 
 logger = logging.getLogger(__name__)
 BYTE_PIECE = re.compile(r"<0x[0-9A-F]{2}>")  # SentencePiece's byte fallback: one byte of a character it has no piece for
@@ -319,6 +320,39 @@ class ReadText:
     line: int
     prefix: str | None
     glossary: Glossary | None
+
+
+_TRAILING_MARK = re.compile(r"[.!?…。！？\"'”’»)\]]+")
+
+
+def span_places(pieces: Sequence[str], numbers: Sequence[Number], pairs: Sequence[tuple[int, int]]
+                ) -> list[tuple[int, int]]:
+    """Where each span taken out of a sentence's source (`Number.at`) goes in its output `pieces`,
+    as (piece index, the span's index in `numbers`), read off the alignment `pairs` (source word,
+    output word; `words.source_alignment`): before the output word its source's next word went
+    to, else after its previous word's; a span at the source's end at the output's, before its
+    closing marks where the source had it before its own."""
+    groups = [group for _, group in words_of(pieces)]
+    aligned = {source: groups[output] for source, output in pairs if output < len(groups)}
+    end = len(pieces)
+    while end and _TRAILING_MARK.fullmatch(pieces[end - 1].lstrip("▁")):
+        end -= 1
+    places = []
+    for index, span in enumerate(numbers):
+        if not span.kept:
+            continue
+        if span.tail is not None:
+            place = end if span.tail else len(pieces)
+        elif span.at == 0:
+            place = 0
+        elif span.at in aligned:
+            place = aligned[span.at][0]
+        elif span.at - 1 in aligned:
+            place = aligned[span.at - 1][-1] + 1
+        else:
+            place = end
+        places.append((place, index))
+    return places
 
 
 def protected_sources(tokenizer: Tokenizer, texts: Sequence[str]) -> tuple[list[str], list[list[Number]]]:

@@ -39,7 +39,7 @@ from nmt.inference.sampling import Sampling, samples
 from nmt.inference.search import Hypothesis, Sources, Specials, beam_for, forced, hypothesis, search
 from nmt.inference.sentences import (SENTENCE, CasedWords, GlossaryLike, ReadText, Segment, Segmented, Sentence,
                                      SentenceReader, clause_end, closes_sentence, joined_text, restyled, small_first,
-                                     sentence_words, source_ids, starts_small)
+                                     sentence_words, source_ids, span_places, starts_small)
 from nmt.inference.words import FrequentWords, alignment, source_alignment, text_words, word_scores, words_of
 from nmt.model import Seq2Seq
 from nmt.model.checkpoint import LoadedModel, load_models
@@ -207,6 +207,42 @@ def clause_part(part: Translation, segment: Segment, continues: bool) -> Transla
                                split=WordSplit(pieces, text, tokens))
 
 
+def with_kept_spans(translator: Translator, sentences: Sequence[Sentence], found: list[list[Hypothesis]]
+                    ) -> list[list[Hypothesis]]:
+    """Each hypothesis of a sentence whose source had spans taken out (links, emoji: they never
+    reach the model) with their placeholders put in where the alignment of its own output places
+    them (`span_places`), each scored 0 (given, not chosen); `translation` restores them as it
+    restores numbers. A sentence that was nothing but such spans is translated as those spans."""
+    todo = [i for i, s in enumerate(sentences) if any(n.kept for n in s.numbers)]
+    if not todo:
+        return found
+    placeholder = {index: token for token, index in translator.tokenizer.protector.target_ids.items()}  # type: ignore
+    pairs = [(i, k) for i in todo for k, h in enumerate(found[i]) if h.tokens]
+    weights = forced_batches(translator, [sentences[i].ids for i, _ in pairs], [found[i][k].tokens for i, k in pairs],
+                             scored=False)
+    out = list(found)
+    for i in todo:
+        out[i] = list(found[i]) or [hypothesis([], 0.0, translator.cfg.length_penalty, [0.0])]
+    for j, (i, k) in enumerate(pairs):
+        src = [translator.src_vocab.itos[x] for x in sentences[i].ids]
+        pieces = translator.tgt_vocab.decode(found[i][k].tokens)
+        alignment = source_alignment(weights[j][1], words_of(src), words_of(pieces), translator.frequent)
+        out[i][k] = _with_spans(found[i][k], span_places(pieces, sentences[i].numbers, alignment), placeholder)
+    for i in todo:  # (an empty output: its spans in order)
+        out[i] = [h if h.tokens else _with_spans(h, span_places([], sentences[i].numbers, []), placeholder)
+                  for h in out[i]]
+    return out
+
+
+def _with_spans(hyp: Hypothesis, places: list[tuple[int, int]], placeholder: dict[int, int]) -> Hypothesis:
+    tokens, scores = list(hyp.tokens), list(hyp.token_scores)
+    for place, index in sorted(places, reverse=True):  # (from the back: places before stay true)
+        tokens.insert(place, placeholder[index])
+        if scores:
+            scores.insert(place, 0.0)
+    return dataclasses.replace(hyp, tokens=tokens, token_scores=scores)
+
+
 def score_given(translator: Translator, texts: Sequence[str], outputs: Sequence[str]) -> list[Translation]:
     """`Translator.score`: forced decoding of given outputs, batched by source length."""
     tokenizer, vocab, limit = translator.tokenizer, translator.tgt_vocab, translator.cfg.max_input_len
@@ -343,8 +379,9 @@ class Translator:
         nmt.inference.sentences) and joined. `first_line` numbers texts[0] in the warnings."""
         read = self.reader.read([texts] if isinstance(texts, str) else texts, first_line, prefix, glossary)
         sentences = self.reader.records(read)
+        searched = with_kept_spans(self, sentences, self._search(sentences, beam, n, sample))
         found = [[translation(self.tokenizer, self.tgt_vocab.decode(h.tokens), h, sentence) for h in hyps]
-                 for hyps, sentence in zip(self._search(sentences, beam, n, sample), sentences)]
+                 for hyps, sentence in zip(searched, sentences)]
         return joined_nbest(read, found)
 
     @property

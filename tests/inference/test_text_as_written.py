@@ -3,6 +3,7 @@ paragraphs split into sentences and joined back with their spacing, over-long se
 their clauses, links, addresses and emoji kept byte for byte, capitals read in sentence case and
 written back. The sentences here are made up for the tests."""
 
+import re
 from collections import Counter
 
 import pytest
@@ -11,7 +12,8 @@ import nmt
 from nmt.data.prepared_corpus import CaseCounts
 from nmt.data.protected_numbers import SpanProtector, untranslated_spans
 from nmt.data.tokenizer import TOKENIZER
-from nmt.inference.sentences import SENTENCE, TITLE, UPPER, CasedWords, Segmenter, case_style, restyled
+from nmt.inference.sentences import (SENTENCE, TITLE, UPPER, CasedWords, Segmenter, case_style, restyled,
+                                     span_places)
 
 EN = Segmenter("en", 60)
 
@@ -107,8 +109,38 @@ def test_what_passes_untranslated_is_found_whole(text, spans):
 def test_a_word_in_a_script_the_vocabulary_lacks_is_kept_and_so_is_a_number_with_spaces():
     protector = SpanProtector("en", "fr", known=frozenset("abcdefghijklmnopqrstuvwxyzILT .,"))
     text, spans = protector.protect_source("I love Tokyo 東京 タワー, 30 000 times.")
-    assert text == "I love Tokyo ⦅N1⦆, ⦅N2⦆ times." and [s.text for s in spans] == ["東京 タワー", "30 000"]
-    assert protector.restore("J'aime Tokyo ⦅N1⦆, ⦅N2⦆ fois.", spans) == "J'aime Tokyo 東京 タワー, 30 000 fois."
+    # the number a placeholder the model reads; the span taken out, after its third word
+    assert text == "I love Tokyo, ⦅N1⦆ times." and [s.text for s in spans] == ["30 000", "東京 タワー"]
+    assert (spans[1].kept, spans[1].at, spans[1].tail) == (True, 3, None)
+    assert protector.restore("J'aime Tokyo ⦅N2⦆, ⦅N1⦆ fois.", spans) == "J'aime Tokyo 東京 タワー, 30 000 fois."
+
+
+@pytest.mark.parametrize("source, read, at, tail", [
+    ("I like it https://a.org/x.", "I like it.", 3, "."),  # before the closing marks: they stay the sentence's
+    ("Je t'aime ❤️ !", "Je t'aime !", 2, "!"),  # French spacing kept
+    ("I love you ❤️", "I love you", 3, ""),
+    ("@tom thanks a lot.", "thanks a lot.", 0, None),
+    ("Send ~/a.txt to Tom.", "Send to Tom.", 1, None),
+    ("Send it (see ~/a.txt) now.", "Send it (see) now.", 3, None),
+    ("abc❤️def", "abc def", 1, None),
+])
+def test_a_span_is_taken_out_with_its_place_and_the_spacing_reads_without_it(source, read, at, tail):
+    text, spans = SpanProtector("en", "fr").protect_source(source)
+    assert (text, spans[-1].at, spans[-1].tail) == (read, at, tail)
+
+
+def test_a_span_goes_back_where_its_neighbours_went():
+    protector = SpanProtector("en", "fr")
+    pieces = ["▁Envoie", "▁le", "▁fichier", "▁à", "▁Tom", "."]
+    pairs = [(0, 0), (1, 3), (2, 4)]  # Send to Tom.
+    _, inside = protector.protect_source("Send ~/a.txt to Tom.")
+    assert span_places(pieces, inside, pairs) == [(3, 0)]  # before the word "to" went to
+    _, unaligned = protector.protect_source("Send ~/a.txt Tom.")  # its next word unaligned: after its last's
+    assert span_places(pieces, unaligned, [(0, 2)]) == [(3, 0)]
+    _, end = protector.protect_source("Send to Tom ~/a.txt.")
+    assert span_places(pieces, end, pairs) == [(5, 0)]  # before the output's closing mark
+    _, first = protector.protect_source("@tom Send to Tom.")
+    assert span_places(pieces, first, pairs) == [(0, 0)]
 
 
 def test_a_training_pair_with_the_same_link_on_both_sides_gets_one_placeholder():
@@ -145,10 +177,20 @@ def test_a_paragraphs_attention_and_alignment_are_its_sentences_side_by_side(mod
     assert att.weights[:first, len(model.attention("I see a cat.").src_tokens) - 1:].sum() == 0
 
 
+def without(text: str, span: str) -> str:
+    return re.sub(r" ([.!?])", r"\1", " ".join(text.replace(span, " ").split()))
+
+
 def test_links_addresses_and_emoji_come_through_exactly_once(model):
+    plain = model.nbest("I see a cat today.", n=3)[0]
     for span in ["https://example.com/a?b=1", "tom@example.com", "❤️", "~/notes.txt", "@nmt_dev", "`x = 1`"]:
-        out = model.translate(f"I see a cat {span} .")
-        assert out.count(span) == 1, (span, out)
+        for source in (f"I see a cat {span} today.", f"I see a cat today {span}."):
+            found = model.nbest(source, n=3)[0]
+            assert all(t.text.count(span) == 1 for t in found), (span, found)
+            # the model read the sentence without it: the rest is the plain sentence's translation
+            assert [without(t.text, span) for t in found] == [t.text for t in plain]
+            assert all(len(t.token_scores) == len(t.tokens) + 1 for t in found)
+    assert model.translate("❤️ 👍") == "❤️ 👍"  # nothing but spans: the spans
 
 
 def test_a_source_in_capitals_comes_back_in_capitals(model):

@@ -133,9 +133,6 @@ class DataConfig:
     subword_type: str = "unigram"  # subword: SentencePiece's unigram or bpe
     joint_vocab: bool = False  # subword: one model learned on both languages (names segment alike)
     split_digits: bool = False  # subword: every digit its own piece on both sides, so numbers copy digit by digit
-    # with data.protect and links: the share of training pairs given a placeholder at a place the
-    # aligner links on both sides, so a span kept as it is (a link, an emoji) moves anywhere; 0: off
-    insert_placeholders: float = 0.0
     # subword: sentences a side SentencePiece learns from, a seeded sample of the training split when it is
     # larger (SentencePiece's input_sentence_size)
     subword_sample: int = 2_000_000
@@ -168,9 +165,6 @@ class DataConfig:
             if not LANGUAGE_CODE.fullmatch(getattr(self, key)):
                 raise ConfigError(f"data.{key} must be a language code such as en, fr or pt-BR "
                                   f"(got {getattr(self, key)!r})")
-        _within("data", "[0, 1]", insert_placeholders=self.insert_placeholders)
-        if self.insert_placeholders and not (self.protect and self.tokenizer == "subword"):
-            raise ConfigError("data.insert_placeholders needs data.protect: true with data.tokenizer: subword")
         if self.protect and self.tokenizer != "subword":
             raise ConfigError("data.protect needs data.tokenizer: subword (its placeholders are pieces of "
                               "a SentencePiece model)")
@@ -403,7 +397,8 @@ def _build_section(cls: type, raw: Any, section: str) -> Any:
 SECTIONS = {"data": DataConfig, "model": ModelConfig, "train": TrainConfig, "decode": DecodeConfig}
 # Keys that were measured to lose and removed (docs/results.md keeps the measurements): the value every run
 # saved while they existed holds unless it asked for them (such a run still loads), why the key went and
-# the nmt that last trained with it.
+# the nmt that last trained with it. A default of None: a key that shaped training alone, so a run
+# that set it to anything loads and translates as it was trained.
 _RNMT = ("it lost at 5 and 30 minutes on every seed: docs/results.md", "from before 2026-11-27")
 _TERMS = ("training with terms cost 1.3 to 3.1 test BLEU: docs/results.md", "at f71f73a or before")
 _LOST = ("it lost where it was measured: docs/results.md", "at f71f73a or before")
@@ -411,7 +406,9 @@ REMOVED = {"model.residual": (False, *_RNMT), "model.layer_norm": (False, *_RNMT
            "model.attention_heads": (1, *_RNMT), "data.terms": (0.0, *_TERMS), "data.term_form": ("append", *_TERMS),
            "model.init_uniform": (0.0, *_LOST), "model.source_word_dropout": (0.0, *_LOST),
            "train.ema_decay": (0.0, *_LOST), "data.subword_sampling": (0.0, *_LOST),
-           "data.copy_augment": (0.0, *_LOST)}
+           "data.copy_augment": (0.0, *_LOST),
+           "data.insert_placeholders": (None, "links and emoji no longer reach the model: docs/results.md",
+                                        "at dc78031 or before")}
 
 
 def _without_removed(raw: dict[str, Any]) -> dict[str, Any]:
@@ -420,7 +417,7 @@ def _without_removed(raw: dict[str, Any]) -> dict[str, Any]:
     for dotted, (default, why, last) in REMOVED.items():
         section, key = dotted.split(".")
         if isinstance(raw.get(section), dict) and key in raw[section]:
-            if raw[section].pop(key) != default:
+            if raw[section].pop(key) != default and default is not None:
                 raise ConfigError(f"{dotted} was removed ({why}); a run trained with it needs nmt {last}; "
                                   f"in a config, delete the key")
     return raw

@@ -103,9 +103,8 @@ def train(cfg: Config, out_dir: Path, data_path: str | None = None, quiet: bool 
 def train_batches(run: Run, group: list[np.ndarray], total_steps: int) -> tuple[torch.Tensor | float, int]:
     """One update on the micro-batches of training examples at `group`'s indices (train.accum_steps
     of them), at the learning rate the schedule gives now."""
-    vocab, progress, seed = run.data.tgt_vocab, run.progress, run.cfg.train.seed
-    batches = [run.data.batch(indices, f"{seed}/{progress.epoch}/{progress.batch_in_epoch + i}/{run.world.rank}"
-                              ).to(run.device) for i, indices in enumerate(group)]
+    vocab, progress = run.data.tgt_vocab, run.progress
+    batches = [run.data.batch(indices).to(run.device) for indices in group]
     used = run.budget.progress(progress.step, total_steps, run.clock if run.world.distributed else None)
     for param_group in run.optimizer.param_groups:
         param_group["lr"] = run.schedule.lr(progress.step, used)

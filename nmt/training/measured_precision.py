@@ -59,7 +59,7 @@ def measure(cfg: Config, data: TrainingData, batches: Sequence[np.ndarray], prec
         for i, rows in enumerate(batches[: WARMUP + TIMED]):
             if i == WARMUP:
                 tokens, start = 0, time.perf_counter()
-            tokens += train_step(model, [data.batch(rows, "precision").to(device)], optimizer, cfg,
+            tokens += train_step(model, [data.batch(rows).to(device)], optimizer, cfg,
                                  data.tgt_vocab.pad_id)[1]
     return tokens / max(time.perf_counter() - start, 1e-9)
 

@@ -6,7 +6,6 @@ from __future__ import annotations
 import dataclasses
 import logging
 import math
-import random
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
@@ -23,7 +22,6 @@ from nmt.data.indexed import IndexedArray
 from nmt.data.links import training_links
 from nmt.data.prepare import ensure_prepared
 from nmt.data.prepared_corpus import CASED_WORDS, TARGET_WORDS, TRAINING_WORDS, PreparedCorpus
-from nmt.data.protected_numbers import PLACEHOLDERS
 from nmt.data.tokenizer import Tokenizer, load_tokenizer
 from nmt.data.vocab import Vocab
 from nmt.errors import NmtError
@@ -45,59 +43,13 @@ class TrainingData:
     corpus: dict | None = None  # the corpus's fingerprint (nmt.data.manifest.fingerprint), kept in checkpoints
     folder: Path | None = None  # the prepared corpus
     guided: bool = False  # guided alignment or the alignment head: batches carry the aligner's links as gold attention
-    placeholders: PlaceholderInserter | None = None  # data.insert_placeholders
 
-    def batch(self, rows: np.ndarray, draw: str) -> Batch:
-        """The examples at `rows` of the training set as a batch: with data.insert_placeholders,
-        changed with a random state drawn from `draw` (seed, epoch, batch, rank), so a resumed run
-        and every process of a torchrun job see the same."""
+    def batch(self, rows: np.ndarray) -> Batch:
+        """The examples at `rows` of the training set as a batch."""
         examples = self.train.examples(rows)
-        if self.cfg.insert_placeholders and self.placeholders is not None:
-            rng = random.Random(f"placeholders {draw}")
-            examples = [self.placeholders.inserted(ex, rng) if rng.random() < self.cfg.insert_placeholders else ex
-                        for ex in examples]
         if not self.guided:
             examples = [dataclasses.replace(ex, links=None) if ex.links is not None else ex for ex in examples]
         return collate(examples, self.tgt_vocab.pad_id, self.tgt_vocab.bos_id)
-
-
-class PlaceholderInserter:
-    """data.insert_placeholders: a pair with a placeholder put in between two source words and at
-    the place its aligner links there in the target (after the target word linked to the source
-    word before it; at the end, before both sides' closing marks), linked to each other. So the
-    model learns to carry a span it must not translate (a link, an emoji: nmt.data.protected_numbers)
-    from anywhere in a sentence to its place, leaving the words around it as they were."""
-
-    def __init__(self, src_vocab: Vocab, tgt_vocab: Vocab):
-        self.src_pieces, self.tgt_pieces = src_vocab.itos, tgt_vocab.itos
-        self.src_id, self.tgt_id = src_vocab.stoi[PLACEHOLDERS[0]], tgt_vocab.stoi[PLACEHOLDERS[0]]
-
-    def inserted(self, ex: Example, rng: random.Random) -> Example:
-        if ex.links is None or not len(ex.links) or self.src_id in ex.src or self.tgt_id in ex.tgt:
-            return ex
-        src, tgt = [self.src_pieces[i] for i in ex.src[:-1]], [self.tgt_pieces[i] for i in ex.tgt[:-1]]
-        src_end, tgt_end = _before_closing(src), _before_closing(tgt)
-        places = [i for i in range(1, src_end) if src[i].startswith("▁")] + [src_end]
-        at = rng.choice(places)
-        linked = ex.links[ex.links[:, 0] == at - 1, 1]
-        linked = linked[linked < len(tgt)]
-        if at == src_end:
-            to = tgt_end
-        elif len(linked):
-            to = next((j for j in range(int(linked.max()) + 1, tgt_end) if tgt[j].startswith("▁")), tgt_end)
-        else:
-            return ex
-        links = ex.links + np.stack([ex.links[:, 0] >= at, ex.links[:, 1] >= to], axis=1)
-        return Example(ex.src[:at] + [self.src_id] + ex.src[at:], ex.tgt[:to] + [self.tgt_id] + ex.tgt[to:],
-                       np.concatenate([links, [[at, to]]]))
-
-
-def _before_closing(pieces: list[str]) -> int:
-    """Where a sentence's closing marks (. ! ? and the like, as pieces of their own) begin."""
-    end = len(pieces)
-    while end > 1 and pieces[end - 1].lstrip("▁") in (".", "!", "?", "…", "?!", "!?", "..."):
-        end -= 1
-    return end
 
 
 def load_data(cfg: Config, data_path: str | None, out_dir: Path, resume: dict | None,
@@ -143,7 +95,7 @@ def load_data(cfg: Config, data_path: str | None, out_dir: Path, resume: dict | 
                         encode_pairs(valid_pairs, src_vocab, tgt_vocab, tokenizer=tokenizer),
                         references.subset([i % every == 0 for i in range(len(references.sources))]),
                         cfg.data, corpus_print, folder,
-                        trains_on_links(cfg), PlaceholderInserter(src_vocab, tgt_vocab) if cfg.data.insert_placeholders else None)
+                        trains_on_links(cfg))
 
 
 

@@ -81,7 +81,7 @@ def test_a_tag_is_one_piece_before_its_corpus_sources_only(corpora, tmp_path):
     examples = data.train.examples(np.arange(len(data.train)))
     assert all((ex.src[0] == tag) == (part == 1) for ex, part in zip(examples, parts))
     assert all(tag not in ex.src[1:] for ex in examples)
-    batch = data.batch(np.flatnonzero(parts == 1)[:4], "3/1/0/0")
+    batch = data.batch(np.flatnonzero(parts == 1)[:4])
     assert (batch.src[:, 0] == tag).all()  # it reaches the encoder
 
 

@@ -28,7 +28,7 @@ from nmt.config import DecodeConfig
 from nmt.data.batches import pad
 from nmt.data.prepared_corpus import TARGET_WORDS, TRAINING_WORDS, words_by_count
 from nmt.data.protected_numbers import Number
-from nmt.data.tokenizer import Tokenizer, WordTokenizer, legacy_form
+from nmt.data.tokenizer import WORD_START, Tokenizer, WordTokenizer, legacy_form
 from nmt.data.vocab import EOS, Vocab
 from nmt.inference import elision
 from nmt.inference.constraints import Rules
@@ -217,6 +217,7 @@ def with_kept_spans(translator: Translator, sentences: Sequence[Sentence], found
     if not todo:
         return found
     placeholder = {index: token for token, index in translator.tokenizer.protector.target_ids.items()}  # type: ignore
+    word_start = translator.tgt_vocab.stoi.get(WORD_START)
     pairs = [(i, k) for i in todo for k, h in enumerate(found[i]) if h.tokens]
     weights = forced_batches(translator, [sentences[i].ids for i, _ in pairs], [found[i][k].tokens for i, k in pairs],
                              scored=False)
@@ -227,19 +228,24 @@ def with_kept_spans(translator: Translator, sentences: Sequence[Sentence], found
         src = [translator.src_vocab.itos[x] for x in sentences[i].ids]
         pieces = translator.tgt_vocab.decode(found[i][k].tokens)
         alignment = source_alignment(weights[j][1], words_of(src), words_of(pieces), translator.frequent)
-        out[i][k] = _with_spans(found[i][k], span_places(pieces, sentences[i].numbers, alignment), placeholder)
+        out[i][k] = _with_spans(found[i][k], span_places(pieces, sentences[i].numbers, alignment), placeholder,
+                                   word_start)
     for i in todo:  # (an empty output: its spans in order)
-        out[i] = [h if h.tokens else _with_spans(h, span_places([], sentences[i].numbers, []), placeholder)
+        out[i] = [h if h.tokens else _with_spans(h, span_places([], sentences[i].numbers, []), placeholder, word_start)
                   for h in out[i]]
     return out
 
 
-def _with_spans(hyp: Hypothesis, places: list[tuple[int, int]], placeholder: dict[int, int]) -> Hypothesis:
+def _with_spans(hyp: Hypothesis, places: list[tuple[int, int]], placeholder: dict[int, int],
+                word_start: int | None) -> Hypothesis:
+    """`hyp` with each span's placeholder put in at its place, as SentencePiece writes a word of its
+    own: after a lone word-start piece (`word_start`), so that its text and its words are spaced."""
     tokens, scores = list(hyp.tokens), list(hyp.token_scores)
     for place, index in sorted(places, reverse=True):  # (from the back: places before stay true)
-        tokens.insert(place, placeholder[index])
+        given = [word_start, placeholder[index]] if word_start is not None else [placeholder[index]]
+        tokens[place:place] = given
         if scores:
-            scores.insert(place, 0.0)
+            scores[place:place] = [0.0] * len(given)
     return dataclasses.replace(hyp, tokens=tokens, token_scores=scores)
 
 

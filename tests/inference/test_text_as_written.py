@@ -190,6 +190,7 @@ def test_links_addresses_and_emoji_come_through_exactly_once(model):
             # the model read the sentence without it: the rest is the plain sentence's translation
             assert [without(t.text, span) for t in found] == [t.text for t in plain]
             assert all(len(t.token_scores) == len(t.tokens) + 1 for t in found)
+            assert all(t.words == t.text.split() for t in found)  # a word of its own (--align, --markup)
     assert model.translate("❤️ 👍") == "❤️ 👍"  # nothing but spans: the spans
 
 

@@ -211,7 +211,6 @@ class ModelConfig:
     attention_query: str = "previous"
     tie_embeddings: bool = False  # the output projection shares the target embedding matrix
     share_embeddings: bool = False  # encoder and decoder share one embedding matrix (needs data.joint_vocab)
-    copy_attention: bool = False  # a gate mixes in copying source tokens by attention (pointer-generator)
     # stepwise: the seed's decoder, one LSTM that reads the context (and the feed) at each position;
     # parallel: the bottom layer reads the embeddings only and attention is computed from its outputs,
     # so training runs each layer once over the whole target (OpenNMT-py's StdRNNDecoder, RNMT+)
@@ -407,6 +406,8 @@ REMOVED = {"model.residual": (False, *_RNMT), "model.layer_norm": (False, *_RNMT
            "model.init_uniform": (0.0, *_LOST), "model.source_word_dropout": (0.0, *_LOST),
            "train.ema_decay": (0.0, *_LOST), "data.subword_sampling": (0.0, *_LOST),
            "data.copy_augment": (0.0, *_LOST),
+           "model.copy_attention": (False, "within noise where it was measured, in no config: docs/results.md",
+                                    "at e7a479c or before"),
            "data.insert_placeholders": (None, "links and emoji no longer reach the model: docs/results.md",
                                         "at dc78031 or before")}
 

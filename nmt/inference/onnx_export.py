@@ -60,7 +60,6 @@ class Manifest:
     checkpoint: str  # the file name beside the run's other files, e.g. best.pt
     checkpoint_sha256: str  # of the checkpoint's bytes when exported: a newer checkpoint differs
     input_feeding: bool
-    copy_attention: bool
     num_layers: int
     hidden_size: int
     vocab_size: int  # target pieces: the most candidates a step can propose
@@ -73,7 +72,9 @@ class Manifest:
 
     @classmethod
     def read(cls, path: Path) -> Manifest:
-        return cls(**json.loads(path.read_text(encoding="utf-8")))
+        fields = json.loads(path.read_text(encoding="utf-8"))
+        fields.pop("copy_attention", None)  # (exports before model.copy_attention was removed: false)
+        return cls(**fields)
 
 
 def export_dir(checkpoint: Path) -> Path:
@@ -90,20 +91,18 @@ def state_names(decoder: nn.Module) -> list[str]:
     names = ["memory", "prepared_keys", "src_mask", "h", "c"]
     if decoder.input_feeding:
         names.append("feed")
-    if decoder.copy is not None:
-        names.append("copy_ids")
     return names
 
 
 def flat_state(state: DecoderState, names: list[str]) -> tuple[torch.Tensor, ...]:
     tensors = {"memory": state.memory, "prepared_keys": state.prepared_keys, "src_mask": state.src_mask,
-               "h": state.hidden[0], "c": state.hidden[1], "feed": state.feed, "copy_ids": state.copy_ids}
+               "h": state.hidden[0], "c": state.hidden[1], "feed": state.feed}
     return tuple(tensors[name] for name in names)
 
 
 def unflat_state(tensors: dict[str, torch.Tensor]) -> DecoderState:
     return DecoderState(tensors["memory"], tensors["prepared_keys"], tensors["src_mask"],
-                        (tensors["h"], tensors["c"]), tensors.get("feed"), tensors.get("copy_ids"))
+                        (tensors["h"], tensors["c"]), tensors.get("feed"))
 
 
 class EncoderGraph(nn.Module):
@@ -154,14 +153,6 @@ def _export(module: nn.Module, args: tuple, path: Path, inputs: list[str], outpu
                           output_names=outputs, dynamic_axes=dynamic, do_constant_folding=True)
 
 
-def _logaddexp(g, a, b):
-    """ONNX for torch.logaddexp (copy attention's mixture), which the exporter lacks:
-    max(a, b) + log(1 + exp(-|a - b|))."""
-    one = g.op("Constant", value_t=torch.tensor(1.0))
-    gap = g.op("Neg", g.op("Abs", g.op("Sub", a, b)))
-    return g.op("Add", g.op("Max", a, b), g.op("Log", g.op("Add", one, g.op("Exp", gap))))
-
-
 @contextlib.contextmanager
 def _stderr_silenced() -> Iterator[None]:
     sys.stderr.flush()
@@ -177,14 +168,12 @@ def _stderr_silenced() -> Iterator[None]:
 
 def export_fp32(model: nn.Module, directory: Path, eos_id: int) -> None:
     """Trace the encoder and the decoder step into directory/{encoder,decoder}.onnx."""
-    torch.onnx.register_custom_op_symbolic("aten::logaddexp", _logaddexp, OPSET)
     names = state_names(model.decoder)
     batch, src_len = 3, 7
     src = torch.randint(4, model.encoder.embedding.num_embeddings, (batch, src_len))
     src_lens = torch.tensor([src_len, 4, 2])
     axes = {"memory": {0: "batch", 1: "src_len"}, "prepared_keys": {0: "batch", 1: "src_len"},
-            "src_mask": {0: "batch", 1: "src_len"}, "h": {1: "batch"}, "c": {1: "batch"}, "feed": {0: "batch"},
-            "copy_ids": {0: "batch", 1: "src_len"}}
+            "src_mask": {0: "batch", 1: "src_len"}, "h": {1: "batch"}, "c": {1: "batch"}, "feed": {0: "batch"}}
     _export(EncoderGraph(model), (src, src_lens), directory / "encoder.onnx", ["src", "src_lens"], names,
             {"src": {0: "batch", 1: "src_len"}, "src_lens": {0: "batch"}, **{n: axes[n] for n in names}})
     with torch.no_grad():
@@ -343,7 +332,7 @@ def export_run(checkpoint: str | Path | None) -> tuple[Path, Manifest]:
         graphs = {f"{variant}/{part}": graph_name(variant, part) for variant in ("fp32", "int8")
                   for part in ("encoder", "decoder")}
         cfg = loaded.cfg.model
-        manifest = Manifest(path.name, digest, cfg.input_feeding, cfg.copy_attention, cfg.num_layers,
+        manifest = Manifest(path.name, digest, cfg.input_feeding, cfg.num_layers,
                             cfg.hidden_size, len(loaded.tgt_vocab), banned_id, torch.__version__,
                             onnxruntime.__version__, OPSET, graphs,
                             {name: (work / name).stat().st_size for name in graphs.values()})

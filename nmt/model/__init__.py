@@ -1,4 +1,4 @@
-"""Model: the attention encoder-decoder of seed 002 (encoder, attention, decoder, copy attention),
+"""Model: the attention encoder-decoder of seed 002 (encoder, attention, decoder),
 its loss, the moving average of its weights, checkpoints and run directories, and the seeds'
 scoring rules on plain tensors."""
 

@@ -13,7 +13,7 @@ Options a user of OpenNMT-py or Joey NMT expects, all off in the seed design:
   chose (Luong et al. 2015's order, OpenNMT-py's RNN decoder), not the one the previous state chose.
 
 `AttentionDecoder` holds what every arrangement of the decoder shares (embedding, attention,
-attentional layer, output projection, copy attention); `Decoder` is this stepwise arrangement,
+attentional layer, output projection); `Decoder` is this stepwise arrangement,
 `nmt.model.parallel_decoder` the one whose training runs each layer once over the whole target.
 
 One function, three arrangements of the stepwise LSTM (tests hold them equal): `step` calls
@@ -30,7 +30,6 @@ import torch.nn.functional as F
 from torch import nn
 
 from nmt.model.attention import ATTENTION
-from nmt.model.copy import CopyGate, CopyScores
 from nmt.model.encoder import LSTMState, between_layers
 from nmt.model.unrolled import unrolled
 
@@ -52,7 +51,6 @@ class DecoderState:
     src_mask: torch.Tensor  # (batch, src_len) True on real source tokens
     hidden: LSTMState  # (h, c), each (layers, batch, hidden)
     feed: torch.Tensor | None = None  # (batch, hidden) last attentional output, with input feeding
-    copy_ids: torch.Tensor | None = None  # (batch, src_len) target ids of the source, with copy attention
 
     def select(self, index: torch.Tensor, same_sources: bool = False) -> DecoderState:
         """Keep (and repeat) batch rows by `index`, as beam search and finished-row pruning need.
@@ -64,7 +62,7 @@ class DecoderState:
         if same_sources:
             return replace(self, hidden=(h[:, index], c[:, index]), feed=feed)
         return DecoderState(self.memory[index], self.prepared_keys[index], self.src_mask[index],
-                            (h[:, index], c[:, index]), feed, None if self.copy_ids is None else self.copy_ids[index])
+                            (h[:, index], c[:, index]), feed)
 
     def reading(self, src_mask: torch.Tensor) -> DecoderState:
         """The state with attention over the source positions `src_mask` (rows, src_len) holds True."""
@@ -93,14 +91,14 @@ def lstm_cells_step(rnn: nn.LSTM, x: torch.Tensor, state: LSTMState) -> tuple[to
 
 class AttentionDecoder(nn.Module):
     """What every arrangement of the decoder shares: the target embedding, the attention, the
-    attentional layer tanh(W [top output; context]), the output projection (tied or not) and
-    copy attention; the teacher-forced run's projection and the one-position decoding step.
+    attentional layer tanh(W [top output; context]) and the output projection (tied or not); the
+    teacher-forced run's projection and the one-position decoding step.
     A subclass owns its LSTM layers, made by `layers()` between the attention and the output layers
     (the order the weights are drawn in, so a seed gives the stepwise decoder the weights it always
     had): `step` (one position) and `teacher_forced` (every position)."""
 
     def __init__(self, vocab_size: int, embed_size: int, hidden_size: int, attention: str, pad_id: int,
-                 attentional: bool, input_feeding: bool, tie_embeddings: bool, copy: CopyGate | None,
+                 attentional: bool, input_feeding: bool, tie_embeddings: bool,
                  embed_dropout: float = 0.0, output_dropout: float = 0.0):
         super().__init__()
         self.embedding = nn.Embedding(vocab_size, embed_size, padding_idx=pad_id)
@@ -114,19 +112,15 @@ class AttentionDecoder(nn.Module):
         if tie_embeddings:
             assert embed_size == hidden_size, "model.tie_embeddings' rule, checked with the config"
             self.out.weight = self.embedding.weight
-        self.copy = copy
         self.use_cells: bool | None = None  # None: cells on CUDA and for small inference steps (see above)
 
     def layers(self) -> None:
         """Make the LSTM layers (from what the subclass set before calling __init__)."""
         raise NotImplementedError
 
-    def init_state(self, memory: torch.Tensor, hidden: LSTMState, src_mask: torch.Tensor,
-                   src: torch.Tensor | None = None) -> DecoderState:
-        """`src` (batch, src_len), the source ids, is needed with copy attention only."""
+    def init_state(self, memory: torch.Tensor, hidden: LSTMState, src_mask: torch.Tensor) -> DecoderState:
         feed = memory.new_zeros(memory.shape[0], self.out.in_features) if self.input_feeding else None
-        copy_ids = None if self.copy is None else self.copy.copy_ids(src)
-        return DecoderState(memory, self.attention.prepare_keys(memory), src_mask, hidden, feed, copy_ids)
+        return DecoderState(memory, self.attention.prepare_keys(memory), src_mask, hidden, feed)
 
     def embed(self, ids: torch.Tensor) -> torch.Tensor:
         """Target ids -> embeddings, with model.embed_dropout in training (teacher forcing and decoding alike)."""
@@ -167,11 +161,9 @@ class AttentionDecoder(nn.Module):
         return self.out(F.pad(hidden, (0, 0, 0, padded)))[:rows]
 
     def forward(self, tgt_in: torch.Tensor, state: DecoderState, positions: torch.Tensor | None = None
-                ) -> tuple[torch.Tensor | CopyScores, DecoderState, torch.Tensor]:
+                ) -> tuple[torch.Tensor, DecoderState, torch.Tensor]:
         """Teacher-forced run: tgt_in (batch, tgt_len) -> logits (batch, tgt_len, vocab),
-        final state, attention weights (batch, tgt_len, src_len). With copy attention, the
-        mixture's log-probabilities in place of the logits (see `nmt.model.copy`), or with
-        `positions` its `CopyScores`, from which the loss needs only the targets' share.
+        final state, attention weights (batch, tgt_len, src_len).
 
         With `positions`, flat indices into (batch * tgt_len) such as the non-pad targets, logits
         come only for those, as (len(positions), vocab): padding never reaches the large output
@@ -179,25 +171,14 @@ class AttentionDecoder(nn.Module):
         """
         emb = self.embed(tgt_in)  # (batch, tgt_len, embed), looked up once for all steps
         hidden, state, weights = self.teacher_forced(emb, state)
-        return self.scored(hidden, emb, weights, state, positions), state, weights
+        return self.scored(hidden, positions), state, weights
 
-    def scored(self, hidden: torch.Tensor, emb: torch.Tensor, weights: torch.Tensor, state: DecoderState,
-               positions: torch.Tensor | None = None) -> torch.Tensor | CopyScores:
-        """The teacher-forced run's outputs `hidden` (batch, tgt_len, hidden), with the embeddings
-        and attention they came from, -> the logits `forward` returns (see there)."""
-        tgt_len = hidden.shape[1]
-
-        def rows(x: torch.Tensor) -> torch.Tensor:  # (batch, tgt_len, ...) -> (rows, ...)
-            return x.flatten(0, 1) if positions is None else x.flatten(0, 1).index_select(0, positions)
-
-        outputs = self.output_dropout(rows(hidden))
+    def scored(self, hidden: torch.Tensor, positions: torch.Tensor | None = None) -> torch.Tensor:
+        """The teacher-forced run's outputs `hidden` (batch, tgt_len, hidden) -> the logits
+        `forward` returns (see there)."""
+        flat = hidden.flatten(0, 1)
+        outputs = self.output_dropout(flat if positions is None else flat.index_select(0, positions))
         logits = self.project(outputs)  # the output projection, the largest matrix product: once for all steps
-        if self.copy is not None:
-            copy_ids = state.copy_ids[:, None].expand(-1, tgt_len, -1)
-            logits = self.copy(logits, outputs, rows(emb), rows(weights), rows(copy_ids))
-            if positions is not None:
-                return logits
-            logits = logits.log_probs()
         if positions is None:
             logits = logits.unflatten(0, hidden.shape[:2])
         return logits
@@ -207,10 +188,7 @@ class AttentionDecoder(nn.Module):
         """prev_ids (batch,) -> logits (batch, vocab), new state, weights (batch, src_len)."""
         emb = self.embed(prev_ids)
         output, state, weights = self.step(emb, state)
-        logits = self.out(output)
-        if self.copy is not None:
-            logits = self.copy(logits, output, emb, weights, state.copy_ids).log_probs()
-        return logits, state, weights
+        return self.out(output), state, weights
 
 
 class Decoder(AttentionDecoder):
@@ -220,14 +198,14 @@ class Decoder(AttentionDecoder):
 
     def __init__(self, vocab_size: int, embed_size: int, hidden_size: int, num_layers: int,
                  dropout: float = 0.0, attention: str = "additive", pad_id: int = 0,
-                 input_feeding: bool = False, tie_embeddings: bool = False, copy: CopyGate | None = None,
+                 input_feeding: bool = False, tie_embeddings: bool = False,
                  attention_query: str = "previous", embed_dropout: float = 0.0, output_dropout: float = 0.0):
         self.query_current = attention_query == "current"  # Luong's order: the LSTM reads no context
         feed_size = hidden_size if input_feeding else 0
         context_size = 0 if self.query_current else hidden_size
         self.layer_sizes = (context_size + embed_size + feed_size, hidden_size, num_layers, dropout)
         super().__init__(vocab_size, embed_size, hidden_size, attention, pad_id, attentional=input_feeding,
-                         input_feeding=input_feeding, tie_embeddings=tie_embeddings, copy=copy,
+                         input_feeding=input_feeding, tie_embeddings=tie_embeddings,
                          embed_dropout=embed_dropout, output_dropout=output_dropout)
 
     def layers(self) -> None:

@@ -13,7 +13,6 @@ from torch.autograd.function import once_differentiable
 from nmt import hardware
 from nmt.data.batches import Batch, Example, iterate_batches
 from nmt.model import Seq2Seq
-from nmt.model.copy import CopyScores
 
 
 def autocast(device: torch.device, precision: str) -> torch.autocast:
@@ -68,10 +67,7 @@ def batch_loss(model: Seq2Seq, batch: Batch, pad_id: int, precision: str = "fp32
                     tgt_out=batch.tgt_out if linked else None)
     logits, weights, aligned = out if linked else (out, None, None)  # (num_tokens, vocab), attention, the head's
     targets = batch.tgt_out.flatten()[positions]
-    if isinstance(logits, CopyScores):
-        loss = logits.cross_entropy(targets, label_smoothing)
-    else:
-        loss = SummedCrossEntropy.apply(logits, targets, label_smoothing)
+    loss = SummedCrossEntropy.apply(logits, targets, label_smoothing)
     if linked and guided_alignment > 0:
         loss = loss + guided_alignment * alignment_loss(weights, batch.alignment)
     if aligned is not None:

@@ -22,7 +22,6 @@ from dataclasses import replace
 import torch
 from torch import nn
 
-from nmt.model.copy import CopyGate
 from nmt.model.decoder import AttentionDecoder, DecoderState, lstm_cells_step
 from nmt.model.encoder import between_layers
 
@@ -30,12 +29,12 @@ from nmt.model.encoder import between_layers
 class ParallelDecoder(AttentionDecoder):
     def __init__(self, vocab_size: int, embed_size: int, hidden_size: int, num_layers: int,
                  dropout: float = 0.0, attention: str = "additive", pad_id: int = 0,
-                 tie_embeddings: bool = False, copy: CopyGate | None = None, embed_dropout: float = 0.0,
+                 tie_embeddings: bool = False, embed_dropout: float = 0.0,
                  output_dropout: float = 0.0):
         self.layer_sizes = (embed_size, hidden_size, num_layers)
         self.dropout = dropout  # on each layer's output where it enters the layer above, as nn.LSTM's
         super().__init__(vocab_size, embed_size, hidden_size, attention, pad_id, attentional=True,
-                         input_feeding=False, tie_embeddings=tie_embeddings, copy=copy,
+                         input_feeding=False, tie_embeddings=tie_embeddings,
                          embed_dropout=embed_dropout, output_dropout=output_dropout)
 
     def layers(self) -> None:

@@ -10,7 +10,6 @@ from nmt.data.vocab import Vocab
 from nmt.hardware import to_device
 from nmt.model.alignment_head import AlignmentHead
 from nmt.model.attention import sequence_mask
-from nmt.model.copy import CopyGate, CopyScores
 from nmt.model.decoder import AttentionDecoder, Decoder, DecoderState
 from nmt.model.encoder import Encoder
 from nmt.model.parallel_decoder import ParallelDecoder
@@ -44,7 +43,7 @@ class Seq2Seq(nn.Module):
         Lengths already on the host (training batches keep them there) cost no wait for the GPU."""
         memory, hidden = self.encoder(src, src_lens.cpu())
         src_mask = sequence_mask(to_device(src_lens, src.device), src.shape[1])
-        return self.decoder.init_state(memory, hidden, src_mask, src)
+        return self.decoder.init_state(memory, hidden, src_mask)
 
     def decode_step(self, prev_ids: torch.Tensor, state: DecoderState
                     ) -> tuple[torch.Tensor, DecoderState, torch.Tensor]:
@@ -77,15 +76,15 @@ class Seq2Seq(nn.Module):
 
     def forward(self, src: torch.Tensor, src_lens: torch.Tensor, tgt_in: torch.Tensor,
                 positions: torch.Tensor | None = None, attention: bool = False, tgt_out: torch.Tensor | None = None
-                ) -> torch.Tensor | CopyScores | tuple[torch.Tensor | CopyScores, torch.Tensor, torch.Tensor | None]:
+                ) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
         """Teacher forcing: -> logits (batch, tgt_len, tgt_vocab), or (len(positions), tgt_vocab)
-        for the flat (batch * tgt_len) `positions` only (with copy attention: `CopyScores`); with
+        for the flat (batch * tgt_len) `positions` only; with
         `attention`, also the attention weights (batch, tgt_len, src_len) that guided alignment reads
         and, given the written tokens `tgt_out` and with an alignment head, the head's weights (else None)."""
         state = self.encode(src, src_lens)
         emb = self.decoder.embed(tgt_in)  # (batch, tgt_len, embed), looked up once for all steps
         hidden, final, weights = self.decoder.teacher_forced(emb, state)
-        logits = self.decoder.scored(hidden, emb, weights, final, positions)
+        logits = self.decoder.scored(hidden, positions)
         if not attention:
             return logits
         aligned = None
@@ -111,9 +110,7 @@ def build_model(cfg: ModelConfig, src_vocab: Vocab, tgt_vocab: Vocab) -> Seq2Seq
     shared = dict(vocab_size=len(tgt_vocab), embed_size=cfg.embed_size, hidden_size=cfg.hidden_size,
                   num_layers=cfg.num_layers, dropout=cfg.dropout, attention=cfg.attention, pad_id=tgt_vocab.pad_id,
                   tie_embeddings=cfg.tie_embeddings,
-                  embed_dropout=cfg.embed_dropout, output_dropout=cfg.output_dropout,
-                  copy=CopyGate(cfg.hidden_size, cfg.embed_size, src_vocab, tgt_vocab)
-                  if cfg.copy_attention else None)
+                  embed_dropout=cfg.embed_dropout, output_dropout=cfg.output_dropout)
     if cfg.decoder == "parallel":
         decoder = ParallelDecoder(**shared)
     else:

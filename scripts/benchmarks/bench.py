@@ -18,10 +18,10 @@ running kernels (torch.profiler's kernel time over wall time), and greedy / beam
 
 The model (`--model`), at the config's sizes:
   seed    seed 002's architecture: the config's model options (bidirectional encoder, input feeding,
-          tied embeddings, copy attention) switched off, so that nmt and the seed reference train
+          tied embeddings) switched off, so that nmt and the seed reference train
           the same model;
   onmt    OpenNMT-py's RNN architecture, to compare with it like for like: input feeding, additive
-          (mlp) attention, a unidirectional encoder, untied embeddings, no bridge, no copy attention;
+          (mlp) attention, a unidirectional encoder, untied embeddings, no bridge;
   config  the config's model and tokenizer as they are (configs/default.yaml: subwords, its options).
 seed and onmt use the seed's units, d2l's word vocabulary and pairs of up to 20 word tokens
 (--set data.tokenizer=... or data.max_len=... change that); both sides always train on the same
@@ -64,10 +64,10 @@ sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "scripts" / "benchmarks"))
 
 
-SEED_DESIGN_OFF = ("bidirectional", "bridge", "input_feeding", "tie_embeddings", "copy_attention")
+SEED_DESIGN_OFF = ("bidirectional", "bridge", "input_feeding", "tie_embeddings")
 MODEL_OPTIONS = {"seed": [f"model.{option}=false" for option in SEED_DESIGN_OFF],
                  "onmt": ["model.bidirectional=false", "model.bridge=false", "model.input_feeding=true",
-                          "model.tie_embeddings=false", "model.copy_attention=false", "model.attention=additive"],
+                          "model.tie_embeddings=false", "model.attention=additive"],
                  "config": []}
 ISA_FLAGS = ("avx2", "avx512f", "avx512_bf16", "amx_tile", "amx_bf16")
 # Settings that hold oneDNN, MKL and ATen's own kernels to an older instruction set (to see on an

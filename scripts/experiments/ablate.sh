@@ -8,7 +8,7 @@ cd "$(dirname "$0")/../.."
 STEPS=${STEPS:-1000}
 OUT=${OUT:-runs/ablate}
 SEED=(--set model.bidirectional=false --set model.input_feeding=false --set model.tie_embeddings=false
-      --set model.copy_attention=false --set train.lr_schedule=constant)
+      --set train.lr_schedule=constant)
 mkdir -p "$OUT"
 run() {  # name, then --set overrides
   local name=$1; shift

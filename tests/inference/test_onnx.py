@@ -147,10 +147,10 @@ def random_checkpoint(tmp_path: Path, model: dict) -> Path:
 @pytest.mark.parametrize("model", [
     {"bidirectional": True, "input_feeding": True, "tie_embeddings": True},
     {"attention": "dot", "num_layers": 1},
-    {"copy_attention": True, "bridge": True, "bidirectional": True},
+    {"bridge": True, "bidirectional": True},
     {"bidirectional": True, "input_feeding": True, "tie_embeddings": True, "attention_query": "current"},
     {"bidirectional": True, "tie_embeddings": True, "decoder": "parallel"},  # configs/quickstart.yaml's
-], ids=["default-options", "dot-one-layer", "copy-bridge", "luong-order", "parallel"])
+], ids=["default-options", "dot-one-layer", "bridge", "luong-order", "parallel"])
 def test_fp32_export_of_other_model_options_decodes_as_torch(tmp_path, model):
     checkpoint = random_checkpoint(tmp_path, model)
     export_run(checkpoint)

@@ -190,11 +190,10 @@ def test_small_inference_steps_take_the_cells_path_on_cpu(monkeypatch):
 
 @pytest.mark.parametrize("options", [{}, dict(embed_size=16, bidirectional=True, input_feeding=True, tie_embeddings=True),
                                      dict(num_layers=1, input_feeding=True), dict(num_layers=3, attention="dot"),
-                                     dict(input_feeding=True, copy_attention=True),
                                      dict(embed_size=16, bidirectional=True, input_feeding=True, tie_embeddings=True,
                                           attention_query="current"),
                                      dict(num_layers=3, attention="dot", input_feeding=True, attention_query="current")],
-                         ids=["seed", "options", "one-layer", "three-layers-dot", "copy", "luong-order",
+                         ids=["seed", "options", "one-layer", "three-layers-dot", "luong-order",
                               "luong-three-layers-dot"])
 def test_unrolled_training_loop_gives_the_step_loops_loss_and_gradients(options):
     """Teacher forcing on the CPU takes nmt/model/unrolled.py; pinned to the per-step loop
@@ -223,8 +222,8 @@ def test_unrolled_training_loop_gives_the_step_loops_loss_and_gradients(options)
 @pytest.mark.parametrize("options", [dict(decoder="parallel", dropout=0.3),
                                      dict(decoder="parallel", num_layers=3, dropout=0.3, embed_dropout=0.2,
                                           output_dropout=0.3),
-                                     dict(decoder="parallel", num_layers=1, copy_attention=True)],
-                         ids=["parallel", "parallel-dropouts", "parallel-copy"])
+                                     dict(decoder="parallel", num_layers=1)],
+                         ids=["parallel", "parallel-dropouts", "parallel-one-layer"])
 def test_parallel_decoder_trains_in_one_call_a_layer_as_it_decodes_step_by_step(options):
     """The parallel arrangement's teacher forcing (each LSTM layer called once over the target,
     attention for every position in one call) gives the log-probabilities of decoding one

@@ -19,8 +19,6 @@ STEPS = 12
 # fp32 so that the comparison with one process is not blurred by bf16 rounding.
 BASE = {**TINY, "train": {**TINY["train"], "precision": "fp32", "max_steps": STEPS, "eval_every": 0}}
 NO_DROPOUT = BASE  # DDP equals one process only when both draw no dropout masks
-# Copy attention's forward returns a CopyScores, not a tensor: DDP must pass it through.
-COPYING = {**NO_DROPOUT, "model": {**NO_DROPOUT["model"], "copy_attention": True}}
 WITH_DROPOUT = {**BASE, "model": {**BASE["model"], "dropout": 0.3}}  # resume must restore each rank's RNG
 
 
@@ -137,9 +135,9 @@ def test_two_processes_hold_identical_parameters_after_every_step(root):
 
 
 def test_two_processes_equal_one_process_with_the_global_batch(root):
-    _nmt("train", _config(root, "ddp", COPYING), "--data", "toy.zip", "--out", "ddp", "--nproc", 2,
+    _nmt("train", _config(root, "ddp", NO_DROPOUT), "--data", "toy.zip", "--out", "ddp", "--nproc", 2,
          "--quiet", cwd=root)
-    _nmt("train", _config(root, "single", COPYING, batch_size=32), "--data", "toy.zip", "--out", "single",
+    _nmt("train", _config(root, "single", NO_DROPOUT, batch_size=32), "--data", "toy.zip", "--out", "single",
          "--quiet", cwd=root)
     # Same 12 global batches, gradients summed in another order: float noise only (measured ~2e-6).
     assert _max_diff(root / "ddp", root / "single") < 1e-4

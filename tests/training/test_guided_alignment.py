@@ -1,6 +1,7 @@
 """Guided alignment (train.guided_alignment): eflomal's links of the prepared training pairs, stored
 once beside them; the gold attention a batch carries; a loss that pulls the attention onto it."""
 
+import json
 import os
 from pathlib import Path
 
@@ -68,6 +69,45 @@ def test_eflomals_links_are_stored_once_beside_the_prepared_corpus(toy_zip):
     assert os.stat(folder / f"{LINKS}.bin").st_mtime_ns == stored
     (folder / RECORD).write_text("{}")  # a record of other ids: aligned again
     assert len(training_links(folder)) == len(src) and (folder / RECORD).read_text() != "{}"
+
+
+def test_a_large_corpus_has_an_even_sample_aligned_and_an_interrupted_alignment_is_redone_alone(
+        toy_zip, monkeypatch, caplog):
+    """Past links.MOST_ALIGNED pairs, every k-th pair is aligned (the others stored without links);
+    an alignment stopped half way leaves the prepared ids as they were and no record, so the next
+    start aligns again, and only that."""
+    from nmt.data import links as links_module
+
+    cfg = config_from_dict({**TINY, "train": {**TINY["train"], "guided_alignment": 0.1}})
+    folder = ensure_prepared(resolve_corpus(str(toy_zip), cfg.data), cfg.data, quiet=True)
+    ids = {name: (folder / name).read_bytes() for name in ("train.src.bin", "train.tgt.bin")}
+    src = IndexedArray(folder / "train.src")
+    most = len(src) // 3
+    monkeypatch.setattr(links_module, "MOST_ALIGNED", most)
+    real = links_module.agreed_links
+
+    def stopped(src_lines, tgt_lines):
+        for n, links in enumerate(real(src_lines, tgt_lines)):
+            if n == most // 2:
+                raise KeyboardInterrupt
+            yield links
+
+    monkeypatch.setattr(links_module, "agreed_links", stopped)
+    with pytest.raises(KeyboardInterrupt):
+        training_links(folder)
+    assert not (folder / RECORD).exists()
+    assert {name: (folder / name).read_bytes() for name in ids} == ids  # the prepared corpus as it was
+    monkeypatch.setattr(links_module, "agreed_links", real)
+    with caplog.at_level("INFO"):
+        links = training_links(folder)
+    every = -(-len(src) // most)
+    assert len(links) == len(src) and json.loads((folder / RECORD).read_text())["every"] == every
+    aligned = [i for i in range(len(src)) if len(links[i])]
+    assert aligned and all(i % every == 0 for i in aligned) and len(aligned) > 0.8 * len(src) / every
+    assert f"one in {every} of {len(src):,}" in caplog.text
+    stored = os.stat(folder / f"{LINKS}.bin").st_mtime_ns
+    training_links(folder)  # the record matches: read, not aligned again
+    assert os.stat(folder / f"{LINKS}.bin").st_mtime_ns == stored
 
 
 def test_nmt_prepare_aligns_too_where_training_will_read_the_links(toy_zip, tmp_path):

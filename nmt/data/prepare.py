@@ -233,10 +233,7 @@ def learn_vocabularies(cfg: DataConfig, out: Path, src_words: Counter, tgt_words
     start = time.monotonic()
     src, tgt = (IndexedArray(out / f"train.{side}.txt") for side in SIDES)
     rows = sample_rows(len(src), cfg.subword_sample)
-    tokenizer = SubwordTokenizer.train(
-        (src.text(i) for i in rows), (tgt.text(i) for i in rows), cfg.vocab_size,
-        cfg.subword_type, cfg.joint_vocab, cfg.source_lang, cfg.target_lang, cfg.split_digits, cfg.subword_sample,
-        cfg.protect, cfg.tags())
+    tokenizer = SubwordTokenizer.train((src.text(i) for i in rows), (tgt.text(i) for i in rows), cfg)
     logger.info("subword model%s (SentencePiece %s, %d pieces%s) learned from %s sentences a side in %.1f s",
                 "" if cfg.joint_vocab else "s", cfg.subword_type, cfg.vocab_size,
                 ", both languages" if cfg.joint_vocab else " a side", f"{min(len(src), cfg.subword_sample):,}",

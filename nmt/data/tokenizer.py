@@ -12,6 +12,7 @@ Both present the same face to the data pipeline, the translator and the evaluati
 
 from __future__ import annotations
 
+import functools
 import io
 import itertools
 import re
@@ -202,24 +203,22 @@ class SubwordTokenizer:
         return frozenset(ids)
 
     @classmethod
-    def train(cls, src_texts: Iterable[str], tgt_texts: Iterable[str], vocab_size: int,
-              model_type: str, joint: bool = False, source_lang: str = "en",
-              target_lang: str = "fr", split_digits: bool = False, sample_size: int = 0,
-              protect: bool = False, tags: Sequence[str] = ()) -> SubwordTokenizer:
-        """A model per language, or with `joint` one model learned on both (the same bytes serve
-        both sides), so that a name or a number is cut into the same pieces in both languages.
-        `split_digits` makes every digit a piece of its own on both sides. The texts are read
-        once, as they come; with `sample_size`, each side contributes a seeded sample of that many.
-        `protect` reserves the number placeholders (nmt/data/protected_numbers.py) in both models;
-        `tags` (the corpora's, e.g. <bt>) are reserved source pieces, which no target model holds."""
-        sources = (source_text(t, source_lang) for t in src_texts)
-        if joint:
-            model = train_sentencepiece(itertools.chain(sources, tgt_texts), vocab_size, model_type, split_digits,
-                                        2 * sample_size, protect)
-            return cls(model, model, source_lang, target_lang, protect)
-        return cls(train_sentencepiece(sources, vocab_size, model_type, split_digits, sample_size, protect, tags),
-                   train_sentencepiece(tgt_texts, vocab_size, model_type, split_digits, sample_size, protect),
-                   source_lang, target_lang, protect)
+    def train(cls, src_texts: Iterable[str], tgt_texts: Iterable[str], cfg: DataConfig) -> SubwordTokenizer:
+        """A model per language of cfg.vocab_size pieces (cfg.subword_type), or with
+        cfg.joint_vocab one model learned on both (the same bytes serve both sides), so that a
+        name or a number is cut into the same pieces in both languages. cfg.split_digits makes
+        every digit a piece of its own on both sides. The texts are read once, as they come; with
+        cfg.subword_sample, each side contributes a seeded sample of that many. cfg.protect
+        reserves the number placeholders (nmt/data/protected_numbers.py) in both models; the
+        corpora's tags (e.g. <bt>) are reserved source pieces, which no target model holds."""
+        sources = (source_text(t, cfg.source_lang) for t in src_texts)
+        learn = functools.partial(train_sentencepiece, vocab_size=cfg.vocab_size, model_type=cfg.subword_type,
+                                  split_digits=cfg.split_digits, protect=cfg.protect)
+        if cfg.joint_vocab:
+            model = learn(itertools.chain(sources, tgt_texts), sample_size=2 * cfg.subword_sample)
+            return cls(model, model, cfg.source_lang, cfg.target_lang, cfg.protect)
+        return cls(learn(sources, sample_size=cfg.subword_sample, reserved=cfg.tags()),
+                   learn(tgt_texts, sample_size=cfg.subword_sample), cfg.source_lang, cfg.target_lang, cfg.protect)
 
     def vocabularies(self) -> tuple[Vocab, Vocab]:
         return tuple(Vocab([p.id_to_piece(i) for i in range(p.get_piece_size())])  # type: ignore[return-value]

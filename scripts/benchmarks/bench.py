@@ -97,7 +97,7 @@ def _prepare(args):
         tgt_vocab = Vocab.build((p.tgt for p in splits.train), cfg.data.min_freq)
     else:
         tokenizer = SubwordTokenizer.train([p.raw[0] for p in splits.train], [p.raw[1] for p in splits.train],
-                                           cfg.data.vocab_size, cfg.data.subword_type, cfg.data.joint_vocab)
+                                           cfg.data)
         src_vocab, tgt_vocab = tokenizer.vocabularies()
     examples = encode_pairs(splits.train, src_vocab, tgt_vocab, cfg.data.max_len, tokenizer)
     return cfg, splits, src_vocab, tgt_vocab, examples, tokenizer

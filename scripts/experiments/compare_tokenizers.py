@@ -57,8 +57,9 @@ def main() -> None:
         for kind in args.types:
             for size in args.sizes:
                 start = time.perf_counter()
+                cfg = DataConfig(tokenizer="subword", vocab_size=size, subword_type=kind, joint_vocab=joint)
                 tokenizer = SubwordTokenizer.train([p.raw[0] for p in splits.train], [p.raw[1] for p in splits.train],
-                                                   size, kind, joint)
+                                                   cfg)
                 seconds = time.perf_counter() - start
                 print(describe(f"SentencePiece {kind} {size:,}{' joint' if joint else ''}", tokenizer, splits,
                                args.max_len, seconds, *tokenizer.vocabularies()), flush=True)

@@ -147,8 +147,8 @@ def test_text_rules_follow_the_language():
     assert source_text("Non , merci .", "fr") == "Non, merci."
     assert word_text(["wir", "sehen", "es", "!"], "de") == "Wir sehen es!"
     pairs = german_pairs()
-    subword = SubwordTokenizer.train([en for en, _ in pairs], [de for _, de in pairs], 300, "bpe",
-                                     source_lang="en", target_lang="de")
+    cfg = DataConfig(tokenizer="subword", vocab_size=300, subword_type="bpe", tgt_lang="de")
+    subword = SubwordTokenizer.train([en for en, _ in pairs], [de for _, de in pairs], cfg)
     assert subword.target_text(subword.target_tokens(["Er mag rote Äpfel!"])[0]) == "Er mag rote Äpfel!"
     assert word_text(["on", "y", "va", "!"], "fr") == "On y va !"
     assert "tok:zh" in score(["我很好。"], [["我很好。"]], target_lang="zh").signature

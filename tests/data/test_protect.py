@@ -9,7 +9,7 @@ import pytest
 import torch
 from conftest import TINY, toy_lines
 
-from nmt.config import ModelConfig, config_from_dict
+from nmt.config import DataConfig, ModelConfig, config_from_dict
 from nmt.data.protected_numbers import MAX_SPANS, PLACEHOLDERS, SpanProtector, SpanRule
 from nmt.data.tokenizer import SubwordTokenizer
 from nmt.data.vocab import SPECIALS, Vocab
@@ -97,7 +97,8 @@ def test_placeholders_are_one_piece_each_on_both_sides():
     lines = [line.split("\t") for line in toy_lines()]
     numbered = [(f"I have {n} cats.", f"J'ai {n} chats.") for n in (rng.randrange(1000) for _ in range(200))]
     src, tgt = EN_FR.protect_pairs(*zip(*(lines + numbered)))
-    tokenizer = SubwordTokenizer.train(src, tgt, 300, "bpe", split_digits=True, protect=True)
+    cfg = DataConfig(tokenizer="subword", vocab_size=300, subword_type="bpe", split_digits=True, protect=True)
+    tokenizer = SubwordTokenizer.train(src, tgt, cfg)
     for text, tokens in ((src[-1], tokenizer.source_tokens([src[-1]])[0]),
                          (tgt[-1], tokenizer.target_tokens([tgt[-1]])[0])):
         assert "⦅N1⦆" in text and "⦅N1⦆" in tokens, tokens
@@ -108,7 +109,8 @@ def test_the_digit_pieces_strict_search_refuses_are_those_whose_text_holds_a_dig
     lines = [line.split("\t") for line in toy_lines()]
     numbered = [(f"I have {n} cats.", f"J'ai {n} chats, le {n}e.") for n in range(10, 400, 7)]
     src, tgt = EN_FR.protect_pairs(*zip(*(lines + numbered)))
-    tokenizer = SubwordTokenizer.train(src, tgt, 400, "bpe", split_digits=True, protect=True)
+    cfg = DataConfig(tokenizer="subword", vocab_size=400, subword_type="bpe", split_digits=True, protect=True)
+    tokenizer = SubwordTokenizer.train(src, tgt, cfg)
     pieces = {tokenizer.tgt.id_to_piece(i) for i in tokenizer.protector.digit_ids}
     assert {str(d) for d in range(10)} | {f"<0x{0x30 + d:02X}>" for d in range(10)} <= pieces
     assert all(any(c.isdigit() for c in p) for p in pieces if not p.startswith("<0x"))

@@ -10,6 +10,7 @@ from conftest import TINY, toy_lines, write_corpus_zip
 from typer.testing import CliRunner
 
 from nmt.cli import app
+from nmt.config import DataConfig
 from nmt.data.tokenizer import SubwordTokenizer, legacy_form, source_text, word_text
 from nmt.data.vocab import SPECIALS
 
@@ -35,7 +36,8 @@ def subword_lines() -> list[str]:
 @pytest.fixture(scope="module")
 def tokenizer() -> SubwordTokenizer:
     pairs = [line.split("\t") for line in subword_lines()]
-    return SubwordTokenizer.train([en for en, _ in pairs], [fr for _, fr in pairs], 320, "unigram")
+    cfg = DataConfig(tokenizer="subword", vocab_size=320)
+    return SubwordTokenizer.train([en for en, _ in pairs], [fr for _, fr in pairs], cfg)
 
 
 def test_pieces_number_the_specials_first_and_round_trip_cased_text(tokenizer):
@@ -126,7 +128,8 @@ def test_missing_or_mismatched_subword_model_is_one_line(subword_run, tmp_path):
     assert result.output.count("error: ") == 1 and "tgt.spm.model" in result.output and "missing" in result.output
 
     pairs = [line.split("\t") for line in subword_lines()]
-    other = SubwordTokenizer.train([en for en, _ in pairs], [fr for _, fr in pairs], 360, "bpe")
+    cfg = DataConfig(tokenizer="subword", vocab_size=360, subword_type="bpe")
+    other = SubwordTokenizer.train([en for en, _ in pairs], [fr for _, fr in pairs], cfg)
     other.save(broken)
     result = invoke("translate", "Go.", "-c", broken)
     assert result.exit_code == 1 and "does not match the checkpoint's vocabulary" in result.output

@@ -29,6 +29,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from nmt.config import ModelConfig
 from nmt.model.attention import ATTENTION
 from nmt.model.encoder import LSTMState, between_layers
 from nmt.model.unrolled import unrolled
@@ -97,25 +98,23 @@ class AttentionDecoder(nn.Module):
     (the order the weights are drawn in, so a seed gives the stepwise decoder the weights it always
     had): `step` (one position) and `teacher_forced` (every position)."""
 
-    def __init__(self, vocab_size: int, embed_size: int, hidden_size: int, attention: str, pad_id: int,
-                 attentional: bool, input_feeding: bool, tie_embeddings: bool,
-                 embed_dropout: float = 0.0, output_dropout: float = 0.0):
+    def __init__(self, vocab_size: int, cfg: ModelConfig, pad_id: int, attentional: bool):
         super().__init__()
-        self.embedding = nn.Embedding(vocab_size, embed_size, padding_idx=pad_id)
-        self.embed_dropout = nn.Dropout(embed_dropout)
-        self.output_dropout = nn.Dropout(output_dropout)  # on what the output projection reads, in training
-        self.attention = ATTENTION[attention](hidden_size, hidden_size, hidden_size)
-        self.layers()
+        hidden_size = cfg.hidden_size
+        self.embedding = nn.Embedding(vocab_size, cfg.embed_size, padding_idx=pad_id)
+        self.embed_dropout = nn.Dropout(cfg.embed_dropout)
+        self.output_dropout = nn.Dropout(cfg.output_dropout)  # on what the output projection reads, in training
+        self.attention = ATTENTION[cfg.attention](hidden_size, hidden_size, hidden_size)
+        self.layers(cfg)
         self.attentional = nn.Linear(2 * hidden_size, hidden_size, bias=False) if attentional else None
-        self.input_feeding = input_feeding  # the state carries the last attentional output (`feed`)
+        self.input_feeding = cfg.input_feeding  # the state carries the last attentional output (`feed`)
         self.out = nn.Linear(hidden_size, vocab_size)
-        if tie_embeddings:
-            assert embed_size == hidden_size, "model.tie_embeddings' rule, checked with the config"
+        if cfg.tie_embeddings:  # (embed_size == hidden_size: checked with the config)
             self.out.weight = self.embedding.weight
         self.use_cells: bool | None = None  # None: cells on CUDA and for small inference steps (see above)
 
-    def layers(self) -> None:
-        """Make the LSTM layers (from what the subclass set before calling __init__)."""
+    def layers(self, cfg: ModelConfig) -> None:
+        """Make the LSTM layers of `cfg` (after the embedding and attention: the order weights are drawn in)."""
         raise NotImplementedError
 
     def init_state(self, memory: torch.Tensor, hidden: LSTMState, src_mask: torch.Tensor) -> DecoderState:
@@ -196,22 +195,15 @@ class Decoder(AttentionDecoder):
     the context (Bahdanau's order) and, with input feeding, the last attentional output, so
     teacher forcing walks the target one position at a time."""
 
-    def __init__(self, vocab_size: int, embed_size: int, hidden_size: int, num_layers: int,
-                 dropout: float = 0.0, attention: str = "additive", pad_id: int = 0,
-                 input_feeding: bool = False, tie_embeddings: bool = False,
-                 attention_query: str = "previous", embed_dropout: float = 0.0, output_dropout: float = 0.0):
-        self.query_current = attention_query == "current"  # Luong's order: the LSTM reads no context
-        feed_size = hidden_size if input_feeding else 0
-        context_size = 0 if self.query_current else hidden_size
-        self.layer_sizes = (context_size + embed_size + feed_size, hidden_size, num_layers, dropout)
-        super().__init__(vocab_size, embed_size, hidden_size, attention, pad_id, attentional=input_feeding,
-                         input_feeding=input_feeding, tie_embeddings=tie_embeddings,
-                         embed_dropout=embed_dropout, output_dropout=output_dropout)
+    def __init__(self, vocab_size: int, cfg: ModelConfig, pad_id: int = 0):
+        self.query_current = cfg.attention_query == "current"  # Luong's order: the LSTM reads no context
+        super().__init__(vocab_size, cfg, pad_id, attentional=cfg.input_feeding)
 
-    def layers(self) -> None:
-        input_size, hidden_size, num_layers, dropout = self.layer_sizes
-        self.rnn = nn.LSTM(input_size, hidden_size, num_layers, batch_first=True,
-                           dropout=dropout if num_layers > 1 else 0.0)
+    def layers(self, cfg: ModelConfig) -> None:
+        feed_size = cfg.hidden_size if cfg.input_feeding else 0
+        context_size = 0 if self.query_current else cfg.hidden_size
+        self.rnn = nn.LSTM(context_size + cfg.embed_size + feed_size, cfg.hidden_size, cfg.num_layers,
+                           batch_first=True, dropout=cfg.dropout if cfg.num_layers > 1 else 0.0)
 
     def step(self, emb: torch.Tensor, state: DecoderState
              ) -> tuple[torch.Tensor, DecoderState, torch.Tensor]:

@@ -8,6 +8,7 @@ import torch.nn.functional as F
 from torch import nn
 from torch.nn.utils.rnn import PackedSequence, pack_padded_sequence, pad_packed_sequence
 
+from nmt.config import ModelConfig
 from nmt.hardware import to_device
 
 LSTMState = tuple[torch.Tensor, torch.Tensor]
@@ -43,20 +44,19 @@ class Encoder(nn.Module):
     """Outputs are always `hidden_size` wide: a bidirectional encoder runs hidden_size / 2 per
     direction (as OpenNMT-py does), so attention and the decoder see the same shapes either way."""
 
-    def __init__(self, vocab_size: int, embed_size: int, hidden_size: int, num_layers: int,
-                 dropout: float = 0.0, pad_id: int = 0, bidirectional: bool = False, bridge: bool = False,
-                 embed_dropout: float = 0.0):
+    def __init__(self, vocab_size: int, cfg: ModelConfig, pad_id: int = 0):
+        """The source embedding and LSTM of `cfg` (embed_size, hidden_size, num_layers, dropout,
+        embed_dropout, bidirectional, bridge) for a vocabulary of `vocab_size`."""
         super().__init__()
-        assert not (bidirectional and hidden_size % 2), "model.bidirectional's rule, checked with the config"
-        self.bidirectional = bidirectional
-        self.embedding = nn.Embedding(vocab_size, embed_size, padding_idx=pad_id)
-        self.embed_dropout = nn.Dropout(embed_dropout)
-        self.rnn = nn.LSTM(embed_size, hidden_size // 2 if bidirectional else hidden_size, num_layers,
-                           batch_first=True, dropout=dropout if num_layers > 1 else 0.0,
-                           bidirectional=bidirectional)
+        hidden_size, self.bidirectional = cfg.hidden_size, cfg.bidirectional
+        self.embedding = nn.Embedding(vocab_size, cfg.embed_size, padding_idx=pad_id)
+        self.embed_dropout = nn.Dropout(cfg.embed_dropout)
+        self.rnn = nn.LSTM(cfg.embed_size, hidden_size // 2 if cfg.bidirectional else hidden_size, cfg.num_layers,
+                           batch_first=True, dropout=cfg.dropout if cfg.num_layers > 1 else 0.0,
+                           bidirectional=cfg.bidirectional)
         # The learned bridge (Joey NMT's and OpenNMT-py's `bridge`): a layer per state from the
         # encoder's final (h, c) to the decoder's initial one, instead of copying them.
-        self.bridge = nn.ModuleList(nn.Linear(hidden_size, hidden_size) for _ in range(2)) if bridge else None
+        self.bridge = nn.ModuleList(nn.Linear(hidden_size, hidden_size) for _ in range(2)) if cfg.bridge else None
 
     def forward(self, src: torch.Tensor, src_lens: torch.Tensor | None = None
                 ) -> tuple[torch.Tensor, LSTMState]:

@@ -22,25 +22,20 @@ from dataclasses import replace
 import torch
 from torch import nn
 
+from nmt.config import ModelConfig
 from nmt.model.decoder import AttentionDecoder, DecoderState, lstm_cells_step
 from nmt.model.encoder import between_layers
 
 
 class ParallelDecoder(AttentionDecoder):
-    def __init__(self, vocab_size: int, embed_size: int, hidden_size: int, num_layers: int,
-                 dropout: float = 0.0, attention: str = "additive", pad_id: int = 0,
-                 tie_embeddings: bool = False, embed_dropout: float = 0.0,
-                 output_dropout: float = 0.0):
-        self.layer_sizes = (embed_size, hidden_size, num_layers)
-        self.dropout = dropout  # on each layer's output where it enters the layer above, as nn.LSTM's
-        super().__init__(vocab_size, embed_size, hidden_size, attention, pad_id, attentional=True,
-                         input_feeding=False, tie_embeddings=tie_embeddings,
-                         embed_dropout=embed_dropout, output_dropout=output_dropout)
+    def __init__(self, vocab_size: int, cfg: ModelConfig, pad_id: int = 0):
+        assert not cfg.input_feeding, "model.decoder: parallel's rule, checked with the config"
+        self.dropout = cfg.dropout  # on each layer's output where it enters the layer above, as nn.LSTM's
+        super().__init__(vocab_size, cfg, pad_id, attentional=True)
 
-    def layers(self) -> None:
-        embed_size, hidden_size, num_layers = self.layer_sizes
-        self.lstms = nn.ModuleList(nn.LSTM(embed_size if layer == 0 else 2 * hidden_size, hidden_size,
-                                           batch_first=True) for layer in range(num_layers))
+    def layers(self, cfg: ModelConfig) -> None:
+        self.lstms = nn.ModuleList(nn.LSTM(cfg.embed_size if layer == 0 else 2 * cfg.hidden_size, cfg.hidden_size,
+                                           batch_first=True) for layer in range(cfg.num_layers))
 
     def run(self, emb: torch.Tensor, state: DecoderState, cells: bool = False
             ) -> tuple[torch.Tensor, DecoderState, torch.Tensor]:

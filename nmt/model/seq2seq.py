@@ -103,18 +103,8 @@ class Seq2Seq(nn.Module):
 
 def build_model(cfg: ModelConfig, src_vocab: Vocab, tgt_vocab: Vocab) -> Seq2Seq:
     """The model of `cfg` for these vocabularies."""
-    encoder = Encoder(vocab_size=len(src_vocab), embed_size=cfg.embed_size,
-                      hidden_size=cfg.hidden_size, num_layers=cfg.num_layers, dropout=cfg.dropout,
-                      pad_id=src_vocab.pad_id, bidirectional=cfg.bidirectional, bridge=cfg.bridge,
-                      embed_dropout=cfg.embed_dropout)
-    shared = dict(vocab_size=len(tgt_vocab), embed_size=cfg.embed_size, hidden_size=cfg.hidden_size,
-                  num_layers=cfg.num_layers, dropout=cfg.dropout, attention=cfg.attention, pad_id=tgt_vocab.pad_id,
-                  tie_embeddings=cfg.tie_embeddings,
-                  embed_dropout=cfg.embed_dropout, output_dropout=cfg.output_dropout)
-    if cfg.decoder == "parallel":
-        decoder = ParallelDecoder(**shared)
-    else:
-        decoder = Decoder(**shared, input_feeding=cfg.input_feeding, attention_query=cfg.attention_query)
+    encoder = Encoder(len(src_vocab), cfg, src_vocab.pad_id)
+    decoder = (ParallelDecoder if cfg.decoder == "parallel" else Decoder)(len(tgt_vocab), cfg, tgt_vocab.pad_id)
     if cfg.share_embeddings:  # one vocabulary for both languages: a name is one row for both sides
         assert src_vocab == tgt_vocab, "model.share_embeddings' rule (data.joint_vocab), checked with the config"
         decoder.embedding.weight = encoder.embedding.weight

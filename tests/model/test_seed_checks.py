@@ -52,8 +52,8 @@ def test_seed_001_scores_weights_and_context():
 def test_seed_002_shapes():
     # batch 4, length 7, embed 8, hidden 16, 2 layers, vocab 10; nmt is batch-first, so the
     # encoder output the seed prints as (7, 4, 16) is (4, 7, 16) here.
-    encoder = Encoder(vocab_size=10, embed_size=8, hidden_size=16, num_layers=2)
-    decoder = Decoder(vocab_size=10, embed_size=8, hidden_size=16, num_layers=2)
+    seed = ModelConfig(embed_size=8, hidden_size=16, num_layers=2)
+    encoder, decoder = Encoder(10, seed), Decoder(10, seed)
     X = torch.zeros(4, 7, dtype=torch.long)
     outputs, (h, c) = encoder(X)
     assert outputs.shape == (4, 7, 16) and h.shape == (2, 4, 16) and c.shape == (2, 4, 16)

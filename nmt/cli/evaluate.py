@@ -58,12 +58,12 @@ def eval_cmd(
     glossary: GlossaryOpt = None,
 ) -> None:
     """Evaluate on a held-out split or a test set: loss and perplexity; with --bleu, BLEU, chrF and the signature."""
-    from nmt.evaluation.report import TestSpec, evaluate
+    from nmt.evaluation.report import Decoding, TestSpec, evaluate
     from nmt.inference.glossary import Glossary
 
     setup_logging()
     terms = Glossary.of(glossary)
     spec = TestSpec(split, data, test, src, list(ref or []), testset, langpair)
-    strict = False if loose_numbers else None
-    for line in evaluate(list(checkpoints or []), spec, bleu, device, beam, engine, out, strict, terms):
+    decoding = Decoding(beam, engine, False if loose_numbers else None, terms)
+    for line in evaluate(list(checkpoints or []), spec, bleu, device, decoding, out):
         typer.echo(line)

@@ -150,9 +150,18 @@ class Evaluated:
     name: str  # how the comparison names the model
 
 
+@dataclass(frozen=True)
+class Decoding:
+    """How a model is decoded for scoring: the beam (default: its decode.beam_size), the engine,
+    the number rules (None: its decode.strict_numbers) and a glossary."""
+    beam: int | None = None
+    engine: str = "torch"
+    strict_numbers: bool | None = None
+    glossary: Glossary | None = None
+
+
 def evaluate(checkpoints: list[str | None], spec: TestSpec, bleu: bool, device_name: str,
-             beam_size: int | None = None, engine: str = "torch", out: str | None = None,
-             strict_numbers: bool | None = None, glossary: Glossary | None = None) -> list[str]:
+             decoding: Decoding = Decoding(), out: str | None = None) -> list[str]:
     """Score each checkpoint on the test set `spec` names; returns the result lines. With --bleu,
     the hypotheses are written (`out`, or beside each checkpoint), and with several checkpoints
     each is compared with the first by sacreBLEU's paired bootstrap resampling."""
@@ -162,7 +171,7 @@ def evaluate(checkpoints: list[str | None], spec: TestSpec, bleu: bool, device_n
                        "(each is written beside its checkpoint)")
     if len(checkpoints) > 1 and not bleu:
         raise NmtError("comparing checkpoints scores their translations: add --bleu")
-    device = engine_device(engine, device_name)
+    device = engine_device(decoding.engine, device_name)
     lines, results = [], []
     test = where = words = None
     for checkpoint in checkpoints:
@@ -174,8 +183,7 @@ def evaluate(checkpoints: list[str | None], spec: TestSpec, bleu: bool, device_n
             raise NmtError(f"{loaded.name} translates {loaded.tokenizer.source_lang} -> "
                            f"{loaded.tokenizer.target_lang}, the first checkpoint {direction[0]} -> "
                            f"{direction[1]}: compare models of one direction")
-        result = evaluate_one(loaded, device, test, where, words, bleu, beam_size, engine, out, strict_numbers,
-                              glossary)
+        result = evaluate_one(loaded, device, test, where, words, bleu, decoding, out)
         lines += result.lines
         results.append(result)
         del loaded
@@ -185,9 +193,9 @@ def evaluate(checkpoints: list[str | None], spec: TestSpec, bleu: bool, device_n
 
 
 def evaluate_one(loaded: LoadedModel, device: torch.device, test: TestSet, where: str, words: Vocab | None,
-                 bleu: bool, beam_size: int | None, engine: str, out: str | None,
-                 strict_numbers: bool | None = None, glossary: Glossary | None = None) -> Evaluated:
-    translator = Translator.from_loaded(loaded, device, engine=engine, strict_numbers=strict_numbers)
+                 bleu: bool, decoding: Decoding = Decoding(), out: str | None = None) -> Evaluated:
+    engine, glossary = decoding.engine, decoding.glossary
+    translator = Translator.from_loaded(loaded, device, engine=engine, strict_numbers=decoding.strict_numbers)
     tokenizer = loaded.tokenizer
     loose = tokenizer.protector is not None and not translator.cfg.strict_numbers
     refs = test.references
@@ -207,7 +215,7 @@ def evaluate_one(loaded: LoadedModel, device: torch.device, test: TestSet, where
         vocab = loaded.tgt_vocab
         loss = validation_loss(loaded.model, examples, loaded.cfg.decode.batch_size, vocab.pad_id, vocab.bos_id, device)
         return Evaluated([head, f"loss {loss:.3f} | ppl {math.exp(min(loss, 50)):.2f} {unit}"], [], str(loaded.path))
-    beam_size = beam_size or loaded.cfg.decode.beam_size
+    beam_size = decoding.beam or loaded.cfg.decode.beam_size
     result = validate(translator, examples, refs, beam_size, loss_model=None if loaded.members else loaded.model,
                       meter=f"eval {test.name}", glossary=glossary)
     hyps = [t.text for t in result.translations]

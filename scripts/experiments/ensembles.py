@@ -26,7 +26,7 @@ import torch
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 
-from nmt.evaluation.report import TestSpec, compare, evaluate_one, load_test_set  # noqa: E402
+from nmt.evaluation.report import Decoding, TestSpec, compare, evaluate_one, load_test_set  # noqa: E402
 from nmt.hardware import cpu_flags, cpu_name, resolve_device  # noqa: E402
 from nmt.inference.translator import Translator  # noqa: E402
 from nmt.model.checkpoint import load_models  # noqa: E402
@@ -48,7 +48,7 @@ def quality(systems: list[tuple[str, str, str]], probe: str, beam: int) -> None:
                 test, where, words = load_test_set(spec, loaded)
             (REPO / "runs").mkdir(exist_ok=True)
             out = REPO / "runs" / f"hyps.ensembles.{test_name.replace(' ', '-')}.{len(results)}.txt"
-            result = evaluate_one(loaded, device, test, where, words, True, beam, "torch", str(out))
+            result = evaluate_one(loaded, device, test, where, words, True, Decoding(beam), str(out))
             result.name = name
             print("\n".join(result.lines), flush=True)
             results.append(result)

@@ -19,7 +19,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 
-from nmt.evaluation.report import TestSpec, compare, evaluate_one, load_test_set  # noqa: E402
+from nmt.evaluation.report import Decoding, TestSpec, compare, evaluate_one, load_test_set  # noqa: E402
 from nmt.evaluation.validation import search_name  # noqa: E402
 from nmt.hardware import cpu_flags, cpu_name, resolve_device  # noqa: E402
 from nmt.model.checkpoint import load_model  # noqa: E402
@@ -52,7 +52,8 @@ def main() -> None:
             results = []
             for strict in (False, True):
                 out = Path(loaded.path).parent / f"hyps.strict-numbers.{name.replace(' ', '-')}.beam{beam}.{strict}.txt"
-                result = evaluate_one(loaded, device, test, where, words, True, beam, "torch", str(out), strict)
+                decoding = Decoding(beam, strict_numbers=strict)
+                result = evaluate_one(loaded, device, test, where, words, True, decoding, str(out))
                 result.name = "strict" if strict else "loose"
                 print("\n".join(result.lines), flush=True)
                 results.append(result)

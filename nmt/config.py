@@ -284,6 +284,8 @@ class TrainConfig:
     tensorboard: bool = False  # TensorBoard curves in RUN/tensorboard/ (pip install -e ".[tensorboard]")
     init_from: str | None = None  # set by `nmt train --init-from`: the parent checkpoint this run started from
     init_from_sha256: str | None = None  # ... and its sha256
+    teacher: str | None = None  # set by `nmt distill`: the run (or ensemble) whose translations this run learned
+    teacher_sha256: str | None = None  # ... and its checkpoints' sha256, joined by '+'
 
     def __post_init__(self) -> None:
         _auto_or_number("train", self)

@@ -42,8 +42,6 @@ def train(
 ) -> None:
     """Train a model; writes config.yaml, vocabularies, metrics.jsonl, checkpoints, best.pt and last.pt."""
     from nmt.training import distributed, job
-    from nmt.training.loop import train as run_training
-    from nmt.training.stopping import TrainingInterrupted
 
     data_path, corpora = _corpora(data)
     overrides = list(set_ or []) + corpora + ([f"train.device={device}"] if device is not None else []) + (
@@ -53,7 +51,15 @@ def train(
     if nproc > 1:  # bad arguments fail here, in one line, not N times inside torchrun's report
         job.check_job(target, resume, overrides, data_path, init_from)
         raise typer.Exit(code=distributed.launch(nproc, sys.argv[1:]))
-    started = job.start_job(target, resume, overrides, out, data_path, init_from)
+    run_job(job.start_job(target, resume, overrides, out, data_path, init_from), quiet)
+
+
+def run_job(started, quiet: bool) -> None:
+    """Train a started job, its log in the run directory; an interruption says how to resume."""
+    from nmt.training import distributed
+    from nmt.training.loop import train as run_training
+    from nmt.training.stopping import TrainingInterrupted
+
     quiet = quiet or not started.world.is_main  # rank 0 speaks for the job
     finished = False
     try:

@@ -32,13 +32,14 @@ class Parent:
     sha256: str
     state: dict[str, Any]
     cfg: Config
+    weights: bool = True  # False: a distillation teacher, of which the run takes the tokenizer and vocabularies alone
 
     def vocabularies(self) -> tuple[Tokenizer, Vocab, Vocab]:
         src_vocab, tgt_vocab = Vocab(self.state["src_vocab"]), Vocab(self.state["tgt_vocab"])
         return load_tokenizer(self.cfg.data, self.path.parent, src_vocab, tgt_vocab), src_vocab, tgt_vocab
 
 
-def load_parent(init_from: str) -> Parent:
+def load_parent(init_from: str, weights: bool = True) -> Parent:
     """The checkpoint `--init-from` names (a run directory: its best.pt), read and checked."""
     path = Path(init_from)
     if not path.exists():
@@ -50,7 +51,7 @@ def load_parent(init_from: str) -> Parent:
         cfg = config_from_dict(state["config"])
     except ConfigError as e:
         raise CheckpointError(f"{path}: its config is invalid ({e})") from None
-    return Parent(path, sha256, state, cfg)
+    return Parent(path, sha256, state, cfg, weights)
 
 
 def child_config(parent: Parent, config_path: Path | None, overrides: list[str]) -> Config:
@@ -84,14 +85,39 @@ def child_config(parent: Parent, config_path: Path | None, overrides: list[str])
     return config_from_dict(changed)
 
 
+def student_config(teacher: Parent, config_path: Path, overrides: list[str], lineage: tuple[str, str]) -> Config:
+    """A distilled student's config: its model and training from `config_path`, then `overrides`;
+    its data keys the teacher's (tokenizer, vocabularies, direction, length limit, held-out sets),
+    but for those the file or the overrides set that shape no vocabulary; `lineage` (the teacher
+    as given, and the sha256 of its checkpoints) recorded as train.teacher and train.teacher_sha256."""
+    raw = read_raw_config(config_path)
+    written = raw.get("data") or {}
+    if not isinstance(written, dict):
+        raise ConfigError(f"{config_path}: data must be a mapping of keys to values")
+    taught = {**teacher.cfg.to_dict()["data"], "path": None, "num_pairs": None, "weight": 1.0, "corpora": []}
+    raw["data"] = {**taught, **written}
+    try:
+        child = config_from_dict(apply_overrides(raw, overrides)).to_dict()
+    except ConfigError as e:
+        raise ConfigError(f"{config_path}: {e}") from None
+    _refuse_vocabulary_changes(taught, child["data"], f"{config_path} or --set", "a student", "teacher")
+    child["train"].update(teacher=lineage[0], teacher_sha256=lineage[1])
+    return config_from_dict(child)
+
+
 def _refuse_changes(parent: dict[str, Any], child: dict[str, Any], where: str) -> None:
     for key, value in child["model"].items():
         if value != parent["model"].get(key):
             raise NmtError(f"--init-from keeps the parent's model, but {where} sets model.{key}={value!r} (the "
                            f"parent has {parent['model'].get(key)!r}); drop it, or train a new model without "
                            f"--init-from")
+    _refuse_vocabulary_changes(parent["data"], child["data"], where, "--init-from", "parent")
+
+
+def _refuse_vocabulary_changes(parent: dict[str, Any], child: dict[str, Any], where: str, keeper: str,
+                               whose: str) -> None:
     for key in VOCABULARY_KEYS:
-        if child["data"].get(key) != parent["data"].get(key):
-            raise NmtError(f"--init-from keeps the parent's tokenizer and vocabularies, but {where} sets "
-                           f"data.{key}={child['data'].get(key)!r} (the parent has {parent['data'].get(key)!r}), "
-                           f"which would need new ones; drop it")
+        if child.get(key) != parent.get(key):
+            raise NmtError(f"{keeper} keeps the {whose}'s tokenizer and vocabularies, but {where} sets "
+                           f"data.{key}={child.get(key)!r} (the {whose} has {parent.get(key)!r}), which would "
+                           f"need new ones; drop it")

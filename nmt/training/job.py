@@ -15,10 +15,12 @@ from nmt.errors import ConfigError, NmtError
 from nmt.model.checkpoint import newest_good_checkpoint
 from nmt.model.runs import LAST, newest_run, prepare_run_dir
 from nmt.training import distributed
-from nmt.training.finetune import Parent, child_config, load_parent
+from nmt.training.distill import Teacher
+from nmt.training.finetune import Parent, child_config, load_parent, student_config
 from nmt.training.run_setup import resolve_runtime
 
 DEFAULT_CONFIG = Path("configs/default.yaml")
+STUDENT_CONFIG = Path("configs/student.yaml")
 
 
 @dataclass(frozen=True)
@@ -49,12 +51,13 @@ def resume_target(run: Path | None, overrides: list[str]) -> tuple[Config, Path,
     return cfg, run_dir, state
 
 
-def job_config(target: Path | None, resume: bool, overrides: list[str], init_from: str | None = None
-               ) -> tuple[Config, Path | None, dict | None, Parent | None]:
-    """The config to train (from `target`, the run `--resume` continues, or the parent
-    `--init-from` names with `target`'s training settings), the run directory when resuming, the
-    checkpoint to resume from, and the parent. The device and precision are checked here, so
-    that `--device cuda` without CUDA or a bf16 that cannot run fail before anything is written."""
+def job_config(target: Path | None, resume: bool, overrides: list[str], init_from: str | None = None,
+               teacher: Teacher | None = None) -> tuple[Config, Path | None, dict | None, Parent | None]:
+    """The config to train (from `target`, the run `--resume` continues, the parent `--init-from`
+    names with `target`'s training settings, or a student of `teacher`'s vocabularies), the run
+    directory when resuming, the checkpoint to resume from, and the parent (a teacher's
+    vocabularies). The device and precision are checked here, so that `--device cuda` without
+    CUDA or a bf16 that cannot run fail before anything is written."""
     parent = None
     if resume and init_from:
         raise NmtError("--resume continues a run where it stopped; --init-from starts a new run from another's "
@@ -64,6 +67,10 @@ def job_config(target: Path | None, resume: bool, overrides: list[str], init_fro
     elif init_from:
         parent = load_parent(init_from)
         cfg, run_dir, state = child_config(parent, target, overrides), None, None
+    elif teacher is not None:
+        parent = load_parent(str(teacher.vocabulary_checkpoint), weights=False)
+        cfg = student_config(parent, target or STUDENT_CONFIG, overrides, (teacher.spec, teacher.sha256))
+        run_dir, state = None, None
     else:
         cfg, run_dir, state = load_config(target or DEFAULT_CONFIG, overrides), None, None
     resolve_runtime(cfg)
@@ -105,19 +112,20 @@ def check_job(target: Path | None, resume: bool, overrides: list[str], data_path
 
 
 def start_job(target: Path | None, resume: bool, overrides: list[str], out: Path | None,
-              data_path: str | None = None, init_from: str | None = None) -> Job:
+              data_path: str | None = None, init_from: str | None = None, teacher: Teacher | None = None) -> Job:
     """The config, this process's place in a torchrun world, and the run directory: made by rank 0
     once the config, the device, the precision and the corpus's whereabouts have been checked, so
     such a mistake leaves nothing behind."""
     if resume and out is not None:
         raise NmtError("--resume continues a run in its own directory; drop --out")
-    cfg, run_dir, state, parent = job_config(target, resume, overrides, init_from)
+    cfg, run_dir, state, parent = job_config(target, resume, overrides, init_from, teacher)
     world = distributed.init(cfg.train.device)
     data_path = resumed_corpus(data_path, state)
     if world.is_main:
         find_corpus(data_path, cfg, state)  # found (or downloaded) before a directory is made for it
     if run_dir is None:
-        name = target or (Path(f"{parent.path.parent.name}-finetuned") if parent else DEFAULT_CONFIG)
+        kind = "student" if parent and not parent.weights else "finetuned"
+        name = target or (Path(f"{parent.path.parent.name}-{kind}") if parent else DEFAULT_CONFIG)
         made = prepare_run_dir(out, name) if world.is_main else None
         run_dir = distributed.from_main(made, world)  # the others learn rank 0's directory
     return Job(cfg, run_dir, state, world, data_path, parent)

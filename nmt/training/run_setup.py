@@ -112,7 +112,9 @@ def setup(cfg: Config, out_dir: Path, data_path: str | None = None, resume: dict
                 len(first_epoch), steps)
     schedule, progress = LRSchedule(cfg.train), Progress()
     elapsed = 0.0
-    if parent is not None:
+    if parent is not None and not parent.weights:
+        logger.info("distilled from %s: its tokenizer and vocabularies, new weights", cfg.train.teacher)
+    elif parent is not None:
         model.load_state_dict(parent.state["model"])
         logger.info("initialised from %s (sha256 %s): its weights, tokenizer and vocabularies; optimizer, "
                     "schedule, progress and budget start fresh", parent.path, parent.sha256[:12])

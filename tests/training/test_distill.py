@@ -1,0 +1,131 @@
+"""`nmt distill TEACHER --out STUDENT`: the teacher translates its training sources (kept, reused,
+resumed after an interruption), and a student trains on them in the teacher's vocabularies, with
+the teacher's valid and test splits."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+
+import pytest
+import yaml
+from conftest import REPO, toy_lines, train_toy_model, write_corpus_zip
+from typer.testing import CliRunner
+
+from nmt.cli import app
+from nmt.config import DataConfig
+from nmt.data.corpus import load_splits
+from nmt.inference.translator import Translator
+from nmt.training import distill
+
+STUDENT = {"model": {"embed_size": 16, "hidden_size": 16, "num_layers": 1, "attention": "additive"},
+           "train": {"batch_size": 16, "lr": 0.01, "epochs": 1, "seed": 3, "device": "cpu", "threads": 1,
+                     "val_bleu_sentences": 50},
+           "decode": {"beam_size": 1, "batch_size": 32}}
+
+
+@pytest.fixture(scope="module")
+def teacher(tmp_path_factory) -> dict:
+    return train_toy_model(tmp_path_factory.mktemp("teacher"), epochs=2)
+
+
+@pytest.fixture
+def student_config(tmp_path) -> Path:
+    path = tmp_path / "student.yaml"
+    path.write_text(yaml.safe_dump(STUDENT), encoding="utf-8")
+    return path
+
+
+def _distill(*args: str):
+    return CliRunner().invoke(app, ["distill", *args])
+
+
+def _fails(*args: str) -> str:
+    result = _distill(*args)
+    lines = result.output.strip().splitlines()
+    assert result.exit_code == 1 and len(lines) == 1 and lines[0].startswith("error: "), result.output
+    return lines[0]
+
+
+def _translations(folder: Path) -> list[str]:
+    return (folder / distill.TRANSLATIONS).read_text(encoding="utf-8").splitlines()
+
+
+def test_a_student_learns_the_teachers_translations_in_its_vocabularies_and_splits(teacher, student_config,
+                                                                                   tmp_path):
+    result = _distill(str(teacher["run"]), "--out", "student", "--config", str(student_config), "--quiet")
+    assert result.exit_code == 0, result.output
+    run, student = teacher["run"], tmp_path / "student"
+    for vocab in ("src_vocab.txt", "tgt_vocab.txt"):
+        assert (student / vocab).read_text() == (run / vocab).read_text()
+    config = yaml.safe_load((student / "config.yaml").read_text())
+    assert config["train"]["teacher"] == str(run)
+    assert config["train"]["teacher_sha256"] == hashlib.sha256((run / "best.pt").read_bytes()).hexdigest()
+    assert config["model"]["hidden_size"] == 16
+
+    # The student's corpus: the teacher's beam output for each training source, the held-out pairs as they were.
+    folder, = (tmp_path / "data" / "prepared").glob("distilled-toy-*")
+    corpus = folder / "toy-distilled.tsv"
+    teacher_splits, student_splits = load_splits(teacher["corpus"]), load_splits(corpus)
+    for split in ("valid", "test"):
+        assert [p.raw for p in getattr(student_splits, split)] == [p.raw for p in getattr(teacher_splits, split)]
+    sources = distill.training_sources(teacher["corpus"], DataConfig())
+    assert len(set(sources)) == len(sources) < len(teacher_splits.train)  # two translations of one source: once
+    expected = Translator.load(str(run)).translate(sources[:40], beam=5)
+    assert _translations(folder)[:40] == expected
+    given = dict(zip(sources, _translations(folder)))
+    assert all(given[p.src_text] == p.tgt_text for p in student_splits.train)
+    assert len(student_splits.train) == len(teacher_splits.train)
+
+    # A second call reuses the translations (here with the shipped student's model); the student
+    # can be evaluated like any run.
+    again = _distill(str(run), "--out", "student2", "--config", str(REPO / "configs" / "student.yaml"),
+                     "--set", "train.max_steps=1", "--set", "train.threads=1")
+    assert again.exit_code == 0 and "reused" in again.output, again.output
+    assert yaml.safe_load((tmp_path / "student2" / "config.yaml").read_text())["model"]["hidden_size"] == 80
+    evaluated = CliRunner().invoke(app, ["eval", "-c", str(student), "--data", str(corpus)])
+    assert evaluated.exit_code == 0, evaluated.output
+
+
+def test_an_interrupted_translation_keeps_what_it_wrote_and_resumes(teacher, student_config, tmp_path, monkeypatch):
+    """Killed after two chunks (and once more in the middle of a line), the next call translates
+    only what is missing, and the whole equals one uninterrupted translation."""
+    monkeypatch.setattr(distill, "CHUNK", 100)
+    translate, seen = Translator.translate, {"calls": 0, "sentences": 0, "dies_at": 3}
+
+    def counted(self, texts, beam=None, *args, **kwargs):
+        seen["calls"] += 1
+        if seen["calls"] == seen["dies_at"]:
+            raise KeyboardInterrupt
+        seen["sentences"] += len(texts)
+        return translate(self, texts, beam, *args, **kwargs)
+
+    monkeypatch.setattr(Translator, "translate", counted)
+    line = _fails(str(teacher["run"]), "--out", "student", "--config", str(student_config))
+    folder, = (tmp_path / "data" / "prepared").glob("distilled-toy-*")
+    assert "interrupted: 200 of" in line and f"{folder.name}/{distill.TRANSLATIONS}" in line
+    assert len(_translations(folder)) == 200 and not (tmp_path / "student").exists()
+    with open(folder / distill.TRANSLATIONS, "a", encoding="utf-8") as f:
+        f.write("a line cut off by the kill")  # no newline: the next call drops it
+    seen.update(calls=0, sentences=0, dies_at=None)
+    result = _distill(str(teacher["run"]), "--out", "student", "--config", str(student_config), "--quiet")
+    assert result.exit_code == 0, result.output
+    sources = distill.training_sources(teacher["corpus"], DataConfig())
+    assert seen["sentences"] == len(sources) - 200  # only the rest was translated
+    assert _translations(folder) == translate(Translator.load(str(teacher["run"])), sources, 5)
+    record = json.loads((folder / distill.RECORD).read_text())
+    assert record["sources"] == len(sources) and record["beam"] == 5
+
+
+def test_what_cannot_be_distilled_is_one_line(teacher, student_config, tmp_path):
+    assert "checkpoint not found: runs/none" in _fails("runs/none", "--out", "student")
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(yaml.safe_dump({**STUDENT, "data": {"vocab_size": 123}}), encoding="utf-8")
+    line = _fails(str(teacher["run"]), "--out", "student", "--config", str(bad))
+    assert "a student keeps the teacher's tokenizer and vocabularies" in line and "data.vocab_size=123" in line
+    assert not (tmp_path / "data" / "prepared").exists()  # refused before the teacher translated anything
+    other = write_corpus_zip(tmp_path / "other.zip", toy_lines()[::2])
+    line = _fails(str(teacher["run"]), "--out", "student", "--config", str(student_config), "--data", str(other))
+    assert "the teacher's vocabularies were learned from" in line
+    assert not (tmp_path / "student").exists()

@@ -52,6 +52,9 @@ def quality(ways: list[tuple[str, str, int, str]]) -> None:
         print("\n".join(result.lines), flush=True)
         results.append(result)
     print("\n".join(compare(results, test, "fr")), flush=True)
+    greedy = [r for r in results if r.name.endswith("greedy")]  # the distillation gain: the student against
+    if len(greedy) == 2:  # the same student trained on the original pairs, both greedy
+        print("\n".join(compare(greedy, test, "fr")), flush=True)
 
 
 def speed(ways: list[tuple[str, str, int, str]], sentences: int) -> None:

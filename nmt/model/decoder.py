@@ -109,7 +109,8 @@ class AttentionDecoder(nn.Module):
         self.attentional = nn.Linear(2 * hidden_size, hidden_size, bias=False) if attentional else None
         self.input_feeding = cfg.input_feeding  # the state carries the last attentional output (`feed`)
         self.out = nn.Linear(hidden_size, vocab_size)
-        if cfg.tie_embeddings:  # (embed_size == hidden_size: checked with the config)
+        if cfg.tie_embeddings:
+            assert cfg.embed_size == hidden_size, "model.tie_embeddings' rule, checked with the config"
             self.out.weight = self.embedding.weight
         self.use_cells: bool | None = None  # None: cells on CUDA and for small inference steps (see above)
 

@@ -49,6 +49,7 @@ class Encoder(nn.Module):
         embed_dropout, bidirectional, bridge) for a vocabulary of `vocab_size`."""
         super().__init__()
         hidden_size, self.bidirectional = cfg.hidden_size, cfg.bidirectional
+        assert not (self.bidirectional and hidden_size % 2), "model.bidirectional's rule, checked with the config"
         self.embedding = nn.Embedding(vocab_size, cfg.embed_size, padding_idx=pad_id)
         self.embed_dropout = nn.Dropout(cfg.embed_dropout)
         self.rnn = nn.LSTM(cfg.embed_size, hidden_size // 2 if cfg.bidirectional else hidden_size, cfg.num_layers,

@@ -34,16 +34,19 @@ gives is never touched, and a resumed run keeps what it chose.
 from __future__ import annotations
 
 import dataclasses
+import json
 import logging
+import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from nmt.config import Config
+from nmt.config import Config, DataConfig
 from nmt.data.corpus import count_pairs, resolve_corpus
 from nmt.data.links import aligner_installed
+from nmt.data.manifest import corpus_files, corpus_name, file_stat
 from nmt.data.prepared_corpus import PreparedCorpus
 from nmt.errors import DataError
 from nmt.training import distributed
@@ -101,7 +104,7 @@ def fit_to_corpus(cfg: Config, data_path: str | None, world: distributed.World =
     if not auto:
         return cfg
     corpus = resolve_corpus(data_path, cfg.data)
-    pairs = count_pairs(corpus, cfg.data, COUNT_UP_TO)
+    pairs = counted_pairs(corpus, cfg.data)
     band, aligner = size_band(pairs), aligner_installed()
     chosen: dict[str, Any] = {
         "data.vocab_size": band.vocab_size, "model.dropout": band.dropout, "model.embed_dropout": band.embed_dropout,
@@ -119,6 +122,33 @@ def fit_to_corpus(cfg: Config, data_path: str | None, world: distributed.World =
         why += f"; data.max_len keeps {np.mean(lengths <= cfg.data.max_len):.1%} of training pairs"
     logger.info("recipe for %s: %s (%s)", corpus.name, ", ".join(f"{k}={cfg.value(k)}" for k in auto), why)
     return cfg
+
+
+def counted_pairs(corpus: Path, cfg: DataConfig) -> int:
+    """count_pairs up to COUNT_UP_TO, remembered beside the prepared folders for as long as the
+    corpus files keep their size and mtime: a warm start of a run on millions of pairs does not
+    read its first million lines again (3.7 s of a 4M-pair corpus's start)."""
+    record = Path(cfg.prepared_dir) / f"{corpus_name(corpus)}.pairs.json"
+    try:
+        key = {"path": str(corpus.resolve()), "files": [file_stat(f) for f in corpus_files(corpus, cfg)],
+               "languages": [cfg.src_lang, cfg.tgt_lang], "num_pairs": cfg.num_pairs, "up_to": COUNT_UP_TO}
+    except OSError:  # a missing file: count_pairs says which, in one line
+        return count_pairs(corpus, cfg, COUNT_UP_TO)
+    try:
+        stored = json.loads(record.read_text(encoding="utf-8"))
+        if stored["key"] == key:
+            return int(stored["pairs"])
+    except (OSError, ValueError, KeyError, TypeError):
+        pass
+    pairs = count_pairs(corpus, cfg, COUNT_UP_TO)
+    try:  # a record is only a shortcut: where it cannot be written, the next start counts again
+        record.parent.mkdir(parents=True, exist_ok=True)
+        tmp = record.with_name(f"{record.name}.tmp-{os.getpid()}")
+        tmp.write_text(json.dumps({"key": key, "pairs": pairs}), encoding="utf-8")
+        os.replace(tmp, record)
+    except OSError:
+        pass
+    return pairs
 
 
 def settled(cfg: Config, values: dict[str, Any]) -> Config:

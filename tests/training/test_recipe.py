@@ -106,3 +106,18 @@ def test_guided_alignment_is_chosen_where_eflomal_is_installed_and_said_where_no
     line = next(r.getMessage() for r in caplog.records if r.getMessage().startswith("recipe for"))
     assert written["train"]["guided_alignment"] == (recipe.GUIDED_WEIGHT if installed else 0.0)
     assert ("eflomal is not installed" in line) is not installed
+
+
+def test_the_pair_count_is_remembered_until_the_corpus_changes(tmp_path, monkeypatch):
+    from nmt.training import recipe
+
+    corpus = write_corpus_zip(tmp_path / "toy-fra-eng.zip", toy_lines())
+    cfg = config_from_dict({**TINY, "data": {**TINY["data"], "prepared_dir": str(tmp_path / "prepared")}}).data
+    counted = []
+    real_count = recipe.count_pairs
+    monkeypatch.setattr(recipe, "count_pairs", lambda *a: counted.append(1) or real_count(*a))
+    first = recipe.counted_pairs(corpus, cfg)
+    assert first == len(toy_lines()) and len(counted) == 1
+    assert recipe.counted_pairs(corpus, cfg) == first and len(counted) == 1  # the record, not the corpus
+    write_corpus_zip(corpus, toy_lines()[:100])  # the corpus changes under the same name
+    assert recipe.counted_pairs(corpus, cfg) == 100 and len(counted) == 2

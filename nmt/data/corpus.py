@@ -285,14 +285,16 @@ class SplitCounter:
         self.path, self.pairs, self.skipped, self.first_no_tab = path, 0, 0, None
 
     def usable(self, number: int, first: str | None, second: str | None, cfg: DataConfig) -> tuple[str, Pair] | None:
-        if first is None or second is None:
-            self.first_no_tab = self.first_no_tab or number
-            self.skipped += 1
-            return None
-        self.pairs += 1
-        found = split_pair(first, second, cfg)
-        self.skipped += found is None
+        found = None if first is None or second is None else split_pair(first, second, cfg)
+        self.tally(number, first is not None and second is not None, found is not None)
         return found
+
+    def tally(self, number: int, has_tab: bool, usable: bool) -> None:
+        """Count one line: a pair, or a line skipped (no tab, or an empty side)."""
+        if not has_tab:
+            self.first_no_tab = self.first_no_tab or number
+        self.pairs += has_tab
+        self.skipped += not usable
 
     def finish(self, train_pairs: int) -> None:
         """Warn of skipped lines; raise if the corpus held no pair, or none for training."""

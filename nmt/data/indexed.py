@@ -132,3 +132,12 @@ class IndexedArray:
         if isinstance(indices, range) and indices.step == 1:  # a chunk of the store: two reads in all
             return [x.tobytes().decode("utf-8") for x in self.run(indices.start, indices.stop)]
         return [self.text(int(i)) for i in indices]
+
+
+def closed(writers: Iterable[IndexedWriter]) -> dict[str, str]:
+    """Close the stores' writers; the sha256 of every file they wrote, by file name."""
+    digests: dict[str, str] = {}
+    for writer in writers:
+        writer.close()
+        digests.update(writer.digests)
+    return digests

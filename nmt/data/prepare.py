@@ -1,7 +1,7 @@
 """Preparing a corpus once: its split, vocabularies and token ids on disk, in a folder a corpus
 and data config (`nmt prepare`, and `nmt train` when the folder is missing or stale).
 
-One streaming pass reads the corpus line by line and writes each split's raw text (an indexed
+One streaming pass (`nmt.data.read_pass`) reads the corpus and writes each split's raw text (an indexed
 byte store) and counts words; SentencePiece learns from a seeded sample of the training split;
 the texts are encoded in chunks by a process pool into one flat id file per split and side. All
 of it is written into a temporary folder that is renamed into place with the manifest last, so
@@ -16,25 +16,23 @@ import fcntl
 import itertools
 import json
 import logging
-import multiprocessing
 import os
 import shutil
 import time
 from collections import Counter
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from nmt.config import DataConfig
-from nmt.data.corpus import (HELD_OUT_MAX, Overlap, PairReader, SplitCounter, held_out_files, held_out_stride,
-                             split_pair, split_pairs, stays_held_out)
-from nmt.data.indexed import IndexedArray, IndexedWriter, ids_dtype
-from nmt.data.manifest import (FORMAT, MANIFEST, corpus_name, file_sha256, file_stat, fingerprint, prepared_path,
+from nmt.data.corpus import HELD_OUT_MAX, held_out_files
+from nmt.data.indexed import IndexedArray, IndexedWriter, closed, ids_dtype
+from nmt.data.manifest import (FORMAT, MANIFEST, file_sha256, file_stat, fingerprint, prepared_path,
                                shaping_config, stale_reason, vocab_key)
-from nmt.data.prepared_corpus import (CASED_WORDS, TARGET_WORDS, TRAINING_WORDS, CaseCounts, write_cased_words,
-                                      write_word_counts)
+from nmt.data.prepared_corpus import CASED_WORDS, TARGET_WORDS, TRAINING_WORDS, write_cased_words, write_word_counts
+from nmt.data.read_pass import SIDES, SPLITS, split_corpus, worker_pool
 from nmt.data.tokenizer import SAMPLE_SEED, SubwordTokenizer, Tokenizer, WordTokenizer
 from nmt.data.vocab import Vocab
 from nmt.progress_bar import Meter
@@ -43,10 +41,7 @@ logger = logging.getLogger(__name__)
 
 CHUNK = 20_000  # sentences a pool task encodes
 POOL_FROM = 100_000  # sentences in a split: below, one process encodes faster than a pool starts
-SPLITS, SIDES = ("train", "valid", "test"), ("src", "tgt")
 
-
-# Preparing ---------------------------------------------------------------------------------------
 
 @contextlib.contextmanager
 def locked(folder: Path) -> Iterator[None]:
@@ -138,91 +133,6 @@ def _replace_folder(tmp: Path, folder: Path) -> None:
     shutil.rmtree(old, ignore_errors=True)
 
 
-def split_corpus(corpus: Path, cfg: DataConfig, out: Path, quiet: bool
-                 ) -> tuple[dict[str, int], Counter, Counter, CaseCounts, dict[str, str]]:
-    """The streaming pass: each line to its split's text stores; the training split's word counts
-    (the source's: the rare-word subset's vocabulary; the target's: word vocabularies, and the frequent
-    words markup's alignment steps past) and the source's capitals (how a source in capitals is read).
-    Returns the counts of pairs, the word counts, the capitals and the sha256 of the stores."""
-    reader, counter, overlap = PairReader(corpus, cfg), SplitCounter(corpus), Overlap()
-    writers = {(split, side): IndexedWriter(out / f"{split}.{side}.txt", np.uint8) for split in SPLITS for side in SIDES}
-    src_words: Counter = Counter()
-    tgt_words: Counter = Counter()
-    cases = CaseCounts()
-    counts = dict.fromkeys(SPLITS, 0)
-    with Meter(reader.total_bytes, f"prepare {corpus_name(corpus)}: reading", "B", quiet, unit_scale=True) as meter:
-        read = 0
-        for split, pair in split_pairs(reader, cfg, counter, overlap, cfg.num_pairs):
-            counts[split] += 1
-            if counts[split] % 10_000 == 0:
-                meter.update(reader.bytes_read - read)
-                read = reader.bytes_read
-            src_text, tgt_text = pair.raw
-            writers[split, "src"].add(src_text.encode("utf-8"))
-            writers[split, "tgt"].add(tgt_text.encode("utf-8"))
-            if split == "train":
-                src_words.update(pair.src)
-                tgt_words.update(pair.tgt)
-                cases.add(src_text)
-    for split, path in held_out_files(cfg).items():
-        logger.info("data.%s %s: %s pairs; the md5 split's %s pairs train instead", split, path,
-                    f"{counts[split]:,}", split)
-    if held_out_files(cfg):
-        action = "dropped from training (data.drop_overlap)" if cfg.drop_overlap else \
-            "kept in training (data.drop_overlap: false)"
-        logger.info("overlap: %s source(s) of data.valid/data.test also occur in the training corpus, in %s "
-                    "training pair(s), %s", f"{len(overlap.sources):,}", f"{overlap.pairs:,}", action)
-    for split in ("valid", "test"):
-        if (stride := held_out_stride(split, counts[split], cfg)) > 1:
-            moved = thin_held_out(out, split, stride, writers, cfg, src_words, tgt_words)
-            logger.info("%s: %s of its %s pairs train (one source in %d stays held out: about %s pairs a split "
-                        "at most)", split, f"{moved:,}", f"{counts[split]:,}", stride, f"{HELD_OUT_MAX:,}")
-            counts[split] -= moved
-            counts["train"] += moved
-    digests = closed(writers.values())
-    counter.finish(counts["train"])
-    counts["skipped"] = counter.skipped
-    counts["overlap"] = overlap.pairs
-    return counts, src_words, tgt_words, cases, digests
-
-
-def thin_held_out(out: Path, split: str, stride: int, writers: dict[tuple[str, str], IndexedWriter], cfg: DataConfig,
-                  src_words: Counter, tgt_words: Counter) -> int:
-    """Keep every `stride`-th source of a large held-out split (`stays_held_out`); the other pairs
-    join the training split's stores and word counts. Returns how many moved."""
-    stores = {}
-    for side in SIDES:
-        writers[split, side].close()
-        for suffix in (".bin", ".idx"):
-            os.replace(out / f"{split}.{side}.txt{suffix}", out / f"{split}.{side}.all{suffix}")
-        stores[side] = IndexedArray(out / f"{split}.{side}.all")
-        writers[split, side] = IndexedWriter(out / f"{split}.{side}.txt", np.uint8)
-    forward = DataConfig(src_lang=cfg.src_lang, tgt_lang=cfg.tgt_lang)  # the stores hold the model's direction
-    moved = 0
-    for i in range(len(stores["src"])):
-        src_text, tgt_text = stores["src"].text(i), stores["tgt"].text(i)
-        to = split if stays_held_out(src_text, stride) else "train"
-        writers[to, "src"].add(src_text.encode("utf-8"))
-        writers[to, "tgt"].add(tgt_text.encode("utf-8"))
-        if to == "train":
-            moved += 1
-            if found := split_pair(src_text, tgt_text, forward):
-                src_words.update(found[1].src)
-                tgt_words.update(found[1].tgt)
-    for path in out.glob(f"{split}.*.all.*"):
-        path.unlink()
-    return moved
-
-
-def closed(writers: Iterable[IndexedWriter]) -> dict[str, str]:
-    """Close the stores' writers; the sha256 of every file they wrote, by file name."""
-    digests: dict[str, str] = {}
-    for writer in writers:
-        writer.close()
-        digests.update(writer.digests)
-    return digests
-
-
 def learn_vocabularies(cfg: DataConfig, out: Path, src_words: Counter, tgt_words: Counter
                        ) -> tuple[Tokenizer, Vocab, Vocab]:
     """Word vocabularies from the counts; subword models learned by SentencePiece from at most
@@ -291,9 +201,7 @@ def encode_splits(folder: Path, tokenizer: Tokenizer, src_vocab: Vocab, tgt_voca
     big = counts["train"] >= POOL_FROM and (os.cpu_count() or 1) > 1
     with contextlib.ExitStack() as stack:
         if big:
-            context = multiprocessing.get_context("fork" if "fork" in multiprocessing.get_all_start_methods()
-                                                  else "spawn")
-            pool = stack.enter_context(context.Pool(os.cpu_count(), _init_worker, (tokenizer, vocabs, folder)))
+            pool = stack.enter_context(worker_pool(_init_worker, (tokenizer, vocabs, folder)))
             results = pool.imap(_encode_chunk, tasks)
         else:
             results = map(_encode_chunk, tasks)

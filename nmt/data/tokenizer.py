@@ -29,7 +29,7 @@ from nmt.data.vocab import BOS, EOS, PAD, UNK, Vocab
 from nmt.errors import CheckpointError, ConfigError
 
 # d2l's `no_space` rule: a space goes before , . ! ? unless the previous character already is one.
-_PUNCT_WITHOUT_SPACE = re.compile(r"(?<=[^ ])([,.!?])")
+_PUNCT_WITHOUT_SPACE = re.compile(r"(?<=[^ ])(?=[,.!?])")  # (an empty match: a plain " " replaces it, no template)
 # Languages whose typography sets ! ? ; : apart with a space (French); the others attach them.
 SPACED_PUNCTUATION = {"fr"}
 # The spaces a typist may put before punctuation that the language attaches ("Go ." is "Go.").
@@ -69,7 +69,7 @@ class WhitespaceTokenizer:
     @staticmethod
     def preprocess(text: str) -> str:
         text = text.replace("\u202f", " ").replace("\xa0", " ").lower()
-        return _PUNCT_WITHOUT_SPACE.sub(r" \1", text)
+        return _PUNCT_WITHOUT_SPACE.sub(" ", text)
 
     def tokenize(self, text: str) -> list[str]:
         return self.preprocess(text).split()

@@ -258,3 +258,34 @@ def test_a_large_held_out_split_keeps_about_its_bound_and_the_rest_trains(tsv, c
     assert list(words_by_count(folder / TARGET_WORDS)) == sorted(targets, key=lambda w: (-targets[w], w))
     _, log = _prepare(tsv, WORD, caplog)
     assert "preparing" not in log  # bounded now: a hit, though a split may hold a few more than the bound
+
+
+@pytest.mark.parametrize("direction", [{}, {"src_lang": "fr", "tgt_lang": "en", "num_pairs": 500}])
+def test_a_large_corpus_split_by_workers_gives_the_stores_and_counts_one_process_gives(tmp_path, monkeypatch,
+                                                                                      direction):
+    from nmt.data import read_pass
+
+    lines = toy_lines()
+    lines[5], lines[9] = "a line without a tab", "only a source\t "  # skipped: counted the same way
+    path = tmp_path / "toy.tsv"
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    cfg = dataclasses.replace(WORD, **direction)
+    monkeypatch.setattr(read_pass, "CHUNK_LINES", 50)  # many chunks, several in the workers' hands at once
+    passes = {}
+    for parallel in (False, True):
+        monkeypatch.setattr(read_pass, "PARALLEL_FROM", 0 if parallel else float("inf"))
+        monkeypatch.setattr(read_pass, "worker_pool", _spy(read_pass.worker_pool, used := []))
+        out = tmp_path / f"parallel-{parallel}"
+        out.mkdir()
+        counts, src_words, tgt_words, cases, digests = read_pass.split_corpus(path, cfg, out, quiet=True)
+        assert bool(used) == parallel
+        passes[parallel] = counts, list(src_words.items()), list(tgt_words.items()), cases.forms(src_words), digests
+    assert passes[True] == passes[False]
+    assert passes[True][0]["skipped"] == 2
+
+
+def _spy(function, calls: list):
+    def spied(*args):
+        calls.append(args)
+        return function(*args)
+    return spied

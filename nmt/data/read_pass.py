@@ -1,0 +1,186 @@
+"""A prepare's streaming pass: the corpus read once, line by line, into each split's raw text
+stores, with the training split's word counts and the source's capitals.
+
+Splitting a line (the md5 rule) and counting its words is most of the pass's CPU; on a large
+corpus it runs in a pool of worker processes, a few chunks of lines ahead of the main process,
+which reads the corpus and writes the stores in order (the same stores and counts as one process
+writes: a chunk's counts merge in order).
+"""
+
+from __future__ import annotations
+
+import itertools
+import logging
+import multiprocessing
+import os
+from collections import Counter, deque
+from collections.abc import Callable, Iterator
+from multiprocessing.pool import AsyncResult, Pool
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from nmt.config import DataConfig
+from nmt.data.corpus import (HELD_OUT_MAX, Overlap, PairReader, SplitCounter, held_out_files, held_out_stride,
+                             split_pair, split_pairs, stays_held_out)
+from nmt.data.indexed import IndexedArray, IndexedWriter, closed
+from nmt.data.manifest import corpus_name
+from nmt.data.prepared_corpus import CaseCounts
+from nmt.progress_bar import Meter
+
+logger = logging.getLogger(__name__)
+
+SPLITS, SIDES = ("train", "valid", "test"), ("src", "tgt")
+CHUNK_LINES = 20_000  # lines a worker splits at a time
+AHEAD = 4  # chunks in the workers' hands: enough to keep them busy, few enough that memory stays flat
+PARALLEL_FROM = 16_000_000  # bytes of corpus: below (about 200k pairs), one process is as fast
+
+Rows = list[tuple[str, str, str]]  # (split, source text, target text) of a chunk's pairs, in corpus order
+Chunk = tuple[Rows, Counter, Counter]  # its rows and its training pairs' source and target word counts
+
+
+def worker_pool(initializer: Callable[..., None], initargs: tuple) -> Pool:
+    """A pool of one process a core, forked where the platform can (no re-import of torch)."""
+    method = "fork" if "fork" in multiprocessing.get_all_start_methods() else "spawn"
+    return multiprocessing.get_context(method).Pool(os.cpu_count(), initializer, initargs)
+
+
+def split_corpus(corpus: Path, cfg: DataConfig, out: Path, quiet: bool
+                 ) -> tuple[dict[str, int], Counter, Counter, CaseCounts, dict[str, str]]:
+    """The streaming pass: each line to its split's text stores; the training split's word counts
+    (the source's: the rare-word subset's vocabulary; the target's: word vocabularies, and the frequent
+    words markup's alignment steps past) and the source's capitals (how a source in capitals is read).
+    Returns the counts of pairs, the word counts, the capitals and the sha256 of the stores."""
+    reader, counter, overlap = PairReader(corpus, cfg), SplitCounter(corpus), Overlap()
+    writers = {(split, side): IndexedWriter(out / f"{split}.{side}.txt", np.uint8) for split in SPLITS for side in SIDES}
+    src_words: Counter = Counter()
+    tgt_words: Counter = Counter()
+    cases = CaseCounts()
+    counts = dict.fromkeys(SPLITS, 0)
+    # (a given dev or test set's overlap rule reads every pair's words in order: one process)
+    parallel = not held_out_files(cfg) and (os.cpu_count() or 1) > 1 and reader.total_bytes >= PARALLEL_FROM
+    chunks = _split_in_workers(reader, cfg, counter) if parallel else _split_here(reader, cfg, counter, overlap)
+    with Meter(reader.total_bytes, f"prepare {corpus_name(corpus)}: reading", "B", quiet, unit_scale=True) as meter:
+        read = 0
+        for rows, src_counts, tgt_counts in chunks:
+            for split, src_text, tgt_text in rows:
+                counts[split] += 1
+                writers[split, "src"].add(src_text.encode("utf-8"))
+                writers[split, "tgt"].add(tgt_text.encode("utf-8"))
+                if split == "train":
+                    cases.add(src_text)
+            src_words.update(src_counts)
+            tgt_words.update(tgt_counts)
+            meter.update(reader.bytes_read - read)
+            read = reader.bytes_read
+    for split, path in held_out_files(cfg).items():
+        logger.info("data.%s %s: %s pairs; the md5 split's %s pairs train instead", split, path,
+                    f"{counts[split]:,}", split)
+    if held_out_files(cfg):
+        action = "dropped from training (data.drop_overlap)" if cfg.drop_overlap else \
+            "kept in training (data.drop_overlap: false)"
+        logger.info("overlap: %s source(s) of data.valid/data.test also occur in the training corpus, in %s "
+                    "training pair(s), %s", f"{len(overlap.sources):,}", f"{overlap.pairs:,}", action)
+    for split in ("valid", "test"):
+        if (stride := held_out_stride(split, counts[split], cfg)) > 1:
+            moved = thin_held_out(out, split, stride, writers, cfg, src_words, tgt_words)
+            logger.info("%s: %s of its %s pairs train (one source in %d stays held out: about %s pairs a split "
+                        "at most)", split, f"{moved:,}", f"{counts[split]:,}", stride, f"{HELD_OUT_MAX:,}")
+            counts[split] -= moved
+            counts["train"] += moved
+    digests = closed(writers.values())
+    counter.finish(counts["train"])
+    counts["skipped"] = counter.skipped
+    counts["overlap"] = overlap.pairs
+    return counts, src_words, tgt_words, cases, digests
+
+
+def _split_here(reader: PairReader, cfg: DataConfig, counter: SplitCounter, overlap: Overlap) -> Iterator[Chunk]:
+    """The pairs in chunks, split and counted by this process (`split_pairs`' rule, held-out sets included)."""
+    rows: Rows = []
+    src_words: Counter = Counter()
+    tgt_words: Counter = Counter()
+    for split, pair in split_pairs(reader, cfg, counter, overlap, cfg.num_pairs):
+        rows.append((split, *pair.raw))
+        if split == "train":
+            src_words.update(pair.src)
+            tgt_words.update(pair.tgt)
+        if len(rows) == CHUNK_LINES:
+            yield rows, src_words, tgt_words
+            rows, src_words, tgt_words = [], Counter(), Counter()
+    yield rows, src_words, tgt_words
+
+
+def _split_in_workers(reader: PairReader, cfg: DataConfig, counter: SplitCounter) -> Iterator[Chunk]:
+    """The same chunks, split and counted by a pool of workers, AHEAD chunks ahead of the reader."""
+    lines = itertools.islice(reader, cfg.num_pairs or None)
+    pending: deque[tuple[list, AsyncResult]] = deque()
+    with worker_pool(_init_split_worker, (cfg,)) as pool:
+        while chunk := list(itertools.islice(lines, CHUNK_LINES)):
+            pending.append((chunk, pool.apply_async(_split_chunk, ([(first, second) for _, first, second in chunk],))))
+            if len(pending) > AHEAD:
+                yield _tallied(*pending.popleft(), cfg, counter)
+        while pending:
+            yield _tallied(*pending.popleft(), cfg, counter)
+
+
+def _tallied(chunk: list[tuple[int, str | None, str | None]], result: AsyncResult, cfg: DataConfig,
+             counter: SplitCounter) -> Chunk:
+    splits, src_words, tgt_words = result.get()
+    rows: Rows = []
+    for (number, first, second), split in zip(chunk, splits):
+        counter.tally(number, first is not None, split is not None)
+        if split is not None:
+            src_text, tgt_text = (second, first) if cfg.reverse else (first, second)
+            rows.append((split, src_text.strip(), tgt_text.strip()))
+    return rows, src_words, tgt_words
+
+
+_worker: dict[str, Any] = {}
+
+
+def _init_split_worker(cfg: DataConfig) -> None:
+    _worker["cfg"] = cfg
+
+
+def _split_chunk(lines: list[tuple[str | None, str | None]]) -> tuple[list[str | None], Counter, Counter]:
+    """Each line's split (None: no pair) and the word counts of the chunk's training pairs."""
+    splits: list[str | None] = []
+    src_words: Counter = Counter()
+    tgt_words: Counter = Counter()
+    for first, second in lines:
+        found = None if first is None or second is None else split_pair(first, second, _worker["cfg"])
+        splits.append(found[0] if found else None)
+        if found and found[0] == "train":
+            src_words.update(found[1].src)
+            tgt_words.update(found[1].tgt)
+    return splits, src_words, tgt_words
+
+
+def thin_held_out(out: Path, split: str, stride: int, writers: dict[tuple[str, str], IndexedWriter], cfg: DataConfig,
+                  src_words: Counter, tgt_words: Counter) -> int:
+    """Keep every `stride`-th source of a large held-out split (`stays_held_out`); the other pairs
+    join the training split's stores and word counts. Returns how many moved."""
+    stores = {}
+    for side in SIDES:
+        writers[split, side].close()
+        for suffix in (".bin", ".idx"):
+            os.replace(out / f"{split}.{side}.txt{suffix}", out / f"{split}.{side}.all{suffix}")
+        stores[side] = IndexedArray(out / f"{split}.{side}.all")
+        writers[split, side] = IndexedWriter(out / f"{split}.{side}.txt", np.uint8)
+    forward = DataConfig(src_lang=cfg.src_lang, tgt_lang=cfg.tgt_lang)  # the stores hold the model's direction
+    moved = 0
+    for i in range(len(stores["src"])):
+        src_text, tgt_text = stores["src"].text(i), stores["tgt"].text(i)
+        to = split if stays_held_out(src_text, stride) else "train"
+        writers[to, "src"].add(src_text.encode("utf-8"))
+        writers[to, "tgt"].add(tgt_text.encode("utf-8"))
+        if to == "train":
+            moved += 1
+            if found := split_pair(src_text, tgt_text, forward):
+                src_words.update(found[1].src)
+                tgt_words.update(found[1].tgt)
+    for path in out.glob(f"{split}.*.all.*"):
+        path.unlink()
+    return moved

@@ -33,7 +33,8 @@ _PUNCT_WITHOUT_SPACE = re.compile(r"(?<=[^ ])(?=[,.!?])")  # (an empty match: a 
 # Languages whose typography sets ! ? ; : apart with a space (French); the others attach them.
 SPACED_PUNCTUATION = {"fr"}
 # The spaces a typist may put before punctuation that the language attaches ("Go ." is "Go.").
-_SPACE_BEFORE_ATTACHED = {True: re.compile(r"\s+([,.])"), False: re.compile(r"\s+([,.!?;:])")}
+# (Read after the spaces are made single: a space before the mark, removed.)
+_SPACE_BEFORE_ATTACHED = {True: re.compile(r" (?=[,.])"), False: re.compile(r" (?=[,.!?;:])")}
 # Word-model output: which punctuation attaches to the word before, and "(" to the word after.
 _ATTACHED_TOKEN = {True: re.compile(r" ([,.)])"), False: re.compile(r" ([,.)!?;:])")}
 _OPENING = re.compile(r"([(]) ")
@@ -90,7 +91,7 @@ def legacy_form(text: str) -> str:
 def source_text(text: str, lang: str) -> str:
     """The input as its language writes it, whatever spacing it came with: in English "Go ." is
     "Go."; in French only the space before , and . goes ("Va !" keeps its own)."""
-    return _SPACE_BEFORE_ATTACHED[spaces_punctuation(lang)].sub(r"\1", " ".join(text.split()))
+    return _SPACE_BEFORE_ATTACHED[spaces_punctuation(lang)].sub("", " ".join(text.split()))
 
 
 def word_text(tokens: Sequence[str], lang: str) -> str:

@@ -47,7 +47,7 @@ def translate(text: TextArg = None, input_: InputOpt = None, checkpoint: Checkpo
               top_k: TopKOpt = 0, top_p: TopPOpt = 1.0, temperature: TemperatureOpt = 1.0, seed: SeedOpt = 0,
               glossary: GlossaryOpt = None, markup: MarkupOpt = None) -> None:
     """Translate: sentences given here, a file, piped stdin, or an interactive prompt."""
-    from nmt.inference.glossary import Glossary
+    from nmt.inference.terms.glossary import Glossary
     from nmt.inference.translator import Translator
 
     setup_logging()

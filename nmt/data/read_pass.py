@@ -53,7 +53,8 @@ def split_corpus(corpus: Path, cfg: DataConfig, out: Path, quiet: bool
     words markup's alignment steps past) and the source's capitals (how a source in capitals is read).
     Returns the counts of pairs, the word counts, the capitals and the sha256 of the stores."""
     reader, counter, overlap = PairReader(corpus, cfg), SplitCounter(corpus), Overlap()
-    writers = {(split, side): IndexedWriter(out / f"{split}.{side}.txt", np.uint8) for split in SPLITS for side in SIDES}
+    writers = {(split, side): IndexedWriter(out / f"{split}.{side}.txt", np.uint8)
+               for split in SPLITS for side in SIDES}
     src_words: Counter = Counter()
     tgt_words: Counter = Counter()
     cases = CaseCounts()

@@ -30,7 +30,7 @@ from nmt.evaluation.metrics import group_references, reference_streams, sacreble
 from nmt.evaluation.testsets import TestSet, from_corpus, from_files, from_sacrebleu
 from nmt.evaluation.validation import search_name, validate
 from nmt.inference.engines import engine_device
-from nmt.inference.glossary import Glossary, term_use
+from nmt.inference.terms.glossary import Glossary, term_use
 from nmt.inference.translator import Translator
 from nmt.model.checkpoint import LoadedModel, load_models
 from nmt.model.runs import BEST

@@ -15,7 +15,7 @@ import torch
 
 from nmt.data.batches import Example
 from nmt.evaluation.metrics import References, Scores, score
-from nmt.inference.glossary import Glossary
+from nmt.inference.terms.glossary import Glossary
 from nmt.inference.translator import Translation, Translator
 from nmt.model import Seq2Seq
 from nmt.model.loss import validation_loss

@@ -12,7 +12,8 @@ import torch
 
 from nmt.errors import NmtError
 from nmt.inference.constraints import Progress, Rules
-from nmt.inference.search import Hypothesis, Sources, Specials, advanced, search
+from nmt.inference.policies import Live, advanced
+from nmt.inference.search import Hypothesis, Sources, Specials, search
 from nmt.model import Seq2Seq
 
 
@@ -82,7 +83,7 @@ class Draw:
             column = order.gather(1, column)
         return [[(score, 0, c)] for score, c in zip(running[:, 0].tolist(), column[:, 0].tolist())]
 
-    def arrange(self, moves: list[tuple[int, int, float]], beams: list, rules: Rules
+    def arrange(self, moves: list[tuple[int, int, float]], beams: list[Live], rules: Rules
                 ) -> list[tuple[int, int, float, Progress]]:
         return advanced(moves, beams, rules)  # one a sample: what was drawn
 

@@ -28,7 +28,7 @@ from nmt.data.tokenizer import Tokenizer
 from nmt.data.vocab import Vocab
 from nmt.errors import NmtError
 from nmt.inference.constraints import Pieces, Rules, sentence_rules
-from nmt.inference.glossary import Glossary, closes, elided_form, pieces_of, term_spans
+from nmt.inference.terms.glossary import Glossary, closes, elided_form, pieces_of, term_spans
 from nmt.inference.words import words_of
 
 logger = logging.getLogger(__name__)

@@ -30,13 +30,14 @@ from nmt.data.prepared_corpus import TARGET_WORDS, TRAINING_WORDS, words_by_coun
 from nmt.data.protected_numbers import Number
 from nmt.data.tokenizer import WORD_START, Tokenizer, WordTokenizer, legacy_form
 from nmt.data.vocab import EOS, Vocab
-from nmt.inference import elision
+from nmt.inference.terms import elision
 from nmt.inference.constraints import Rules
 from nmt.inference.engines import engine_device, map_batches
 from nmt.inference.ensemble import Ensemble
 from nmt.inference.onnx_engine import OnnxSeq2Seq, load_engine
 from nmt.inference.sampling import Sampling, samples
-from nmt.inference.search import Hypothesis, Sources, Specials, beam_for, forced, hypothesis, search
+from nmt.inference.search import Hypothesis, Sources, Specials, forced, hypothesis, search
+from nmt.inference.terms.steering import beam_for
 from nmt.inference.sentences import (SENTENCE, CasedWords, GlossaryLike, ReadText, Segment, Segmented, Sentence,
                                      SentenceReader, clause_end, closes_sentence, joined_text, restyled, small_first,
                                      sentence_words, source_ids, span_places, starts_small)
@@ -364,7 +365,7 @@ class Translator:
         output starts with `prefix` (one for all, or one per text), tokenized as the target is;
         with `sample`, each output is drawn from the model's distribution instead (beam unused);
         with `glossary` (a Glossary, a {source term: target term} dict or a file), every output
-        contains the target term of each source term its text holds (nmt.inference.glossary)."""
+        contains the target term of each source term its text holds (nmt.inference.terms.glossary)."""
         if isinstance(texts, str):
             return self.translate([texts], beam, tokenized, first_line, prefix, sample, glossary)[0]
         return [t.tokenized if tokenized else t.text

@@ -13,7 +13,7 @@ import time
 from concurrent.futures import Future
 from dataclasses import dataclass, field
 
-from nmt.inference.glossary import Glossary
+from nmt.inference.terms.glossary import Glossary
 from nmt.inference.translator import Attention, Translation, Translator
 
 

@@ -26,7 +26,7 @@ from starlette.exceptions import HTTPException
 
 from nmt.errors import NmtError
 from nmt.inference.engines import engine_device
-from nmt.inference.glossary import Glossary
+from nmt.inference.terms.glossary import Glossary
 from nmt.inference.markup import Markup, MarkupError, read
 from nmt.inference.sentences import one_per_text
 from nmt.inference.translator import Translator

@@ -27,7 +27,7 @@ REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 
 import nmt  # noqa: E402
-from nmt.inference.glossary import elides_before  # noqa: E402
+from nmt.inference.terms.glossary import elides_before  # noqa: E402
 from nmt.inference.words import text_words, words_of  # noqa: E402
 
 

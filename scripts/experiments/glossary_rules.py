@@ -45,11 +45,11 @@ import nmt  # noqa: E402
 from nmt.data.corpus import load_splits, resolve_corpus  # noqa: E402
 from nmt.evaluation.metrics import score  # noqa: E402
 from nmt.hardware import cpu_name, noted_flags  # noqa: E402
-from nmt.inference import elision, sentences  # noqa: E402
+from nmt.inference.terms import elision, sentences  # noqa: E402
 from nmt.inference.constraints import Pieces, Rules  # noqa: E402
 from nmt.inference.engines import engine_device  # noqa: E402
 from nmt.inference.translator import Translator  # noqa: E402
-from nmt.inference.glossary import elides_before, holds  # noqa: E402
+from nmt.inference.terms.glossary import elides_before, holds  # noqa: E402
 from nmt.model.checkpoint import load_models  # noqa: E402
 from scripts.benchmarks.race import paired  # noqa: E402
 

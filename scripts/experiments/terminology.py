@@ -40,7 +40,7 @@ from nmt.errors import NmtError  # noqa: E402
 from nmt.evaluation.metrics import score  # noqa: E402
 from nmt.evaluation.report import numbers_copied, numbers_invented  # noqa: E402
 from nmt.hardware import cpu_flags, cpu_name  # noqa: E402
-from nmt.inference.glossary import holds  # noqa: E402
+from nmt.inference.terms.glossary import holds  # noqa: E402
 from nmt.model.checkpoint import load_model  # noqa: E402
 from scripts.benchmarks.race import paired  # noqa: E402
 

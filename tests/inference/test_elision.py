@@ -1,5 +1,5 @@
 """The word before a French glossary term that begins with a vowel: "de l'automobile", not "de la
-automobile" (nmt/inference/elision.py), rewritten after search and scored again by the model."""
+automobile" (nmt/inference/terms/elision.py), rewritten after search and scored again by the model."""
 
 from types import SimpleNamespace
 
@@ -10,7 +10,7 @@ import nmt
 from nmt.config import ModelConfig
 from nmt.data.vocab import SPECIALS, Vocab
 from nmt.inference.constraints import sentence_rules
-from nmt.inference.elision import elided, rewritten
+from nmt.inference.terms.elision import elided, rewritten
 from nmt.inference.search import Sources, Specials, forced, hypothesis
 from nmt.model import build_model
 

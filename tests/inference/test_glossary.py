@@ -17,9 +17,10 @@ from nmt.data.vocab import SPECIALS, Vocab
 from nmt.errors import NmtError
 from nmt.inference.constraints import Pieces, Progress, sentence_rules
 from nmt.inference.ensemble import Ensemble
-from nmt.inference.glossary import Glossary, closes, elided_form, elides_before, holds, pieces_of
+from nmt.inference.terms.glossary import Glossary, closes, elided_form, elides_before, holds, pieces_of
 from nmt.inference.sampling import Sampling, samples
-from nmt.inference.search import Sources, Specials, beam_for, beam_search, forced, greedy, search
+from nmt.inference.search import Sources, Specials, beam_search, forced, greedy, search
+from nmt.inference.terms.steering import beam_for
 from nmt.model import build_model
 
 NEVER = [WORDS[5], WORDS[6], WORDS[7]]  # words the model below never writes on its own
@@ -367,21 +368,21 @@ def test_beam_search_drops_a_hypothesis_that_wrote_its_own_word_where_a_term_was
 
 
 def test_a_sentence_whose_every_hypothesis_skipped_its_term_keeps_them():
-    from nmt.inference.search import _dropped
+    from nmt.inference.terms.steering import _dropped
     chosen, running = torch.zeros(4, 3), torch.tensor([[0.0, -1.0], [0.0, float("-inf")]])
     out = _dropped(chosen, [0, 2], running, k=2)  # sentence 0 keeps row 1; sentence 1 has only row 2 live
     assert out[0].eq(float("-inf")).all() and out[1].eq(0).all() and out[2].eq(0).all()
 
 
 def test_a_term_written_in_the_place_of_the_models_own_word_is_credited_part_of_that_words_score(monkeypatch):
-    import nmt.inference.search as search
+    from nmt.inference.terms import steering
     model = _pieces_model()
     src = torch.tensor([[PIECES_VOCAB.stoi["▁le"], PIECES_VOCAB.stoi["▁chat"], PIECES_VOCAB.eos_id]])
     lens, specials, cap = torch.tensor([3]), Specials(PIECES_VOCAB.bos_id, PIECES_VOCAB.eos_id), torch.tensor([8])
     rules = [sentence_rules(None, 0, terms=[(MOT,)], sources=[[1]])]
 
     def scores(reading_steps, credit):
-        monkeypatch.setattr(search, "TERM_CREDIT", credit)
+        monkeypatch.setattr(steering, "TERM_CREDIT", credit)
         hyps = beam_search(_Attending(model, reading_steps), Sources(src, lens, cap, rules), specials, 4, nbest=4)
         return {tuple(h.tokens): h.score for h in hyps[0]}
 
@@ -399,10 +400,11 @@ def test_a_term_written_in_the_place_of_the_models_own_word_is_credited_part_of_
 
 
 def test_only_a_twin_that_left_the_terms_words_confirms_the_credit():
-    from nmt.inference.search import _credited, _Live
-    parent, other = _Live([1], [0.0], Progress()), _Live([2], [0.0], Progress())
-    live = [[_Live([1, 7], [0.0, -3.0], Progress(), parent=parent, credit=1.5),
-             _Live([2, 7], [0.0, -3.0], Progress(), parent=other, credit=1.5), _Live([1, 4], [0.0, -0.5], Progress())]]
+    from nmt.inference.policies import Live
+    from nmt.inference.terms.steering import TermMarks, _credited
+    parent, other = Live([1], [0.0], Progress()), Live([2], [0.0], Progress())
+    live = [[Live([1, 7], [0.0, -3.0], Progress(), TermMarks(parent=parent, credit=1.5)),
+             Live([2, 7], [0.0, -3.0], Progress(), TermMarks(parent=other, credit=1.5)), Live([1, 4], [0.0, -0.5], Progress())]]
     running = torch.tensor([[-3.0, -3.0, -0.5]])
     assert _credited(running, live, [0], {id(parent)}).tolist() == [[-1.5, -3.0, -0.5]]
     assert _credited(running, live, [0], set()) is running
@@ -491,7 +493,7 @@ def test_samples_of_a_glossary_sentence_are_ranked_by_its_length_penalty(protect
 
 
 def test_a_glossary_term_is_found_at_the_first_words_that_spell_it():
-    from nmt.inference.glossary import term_spans
+    from nmt.inference.terms.glossary import term_spans
 
     pieces = ["▁the", "▁Film", "▁was", "▁New", "▁Y", "ork", ".", "▁film"]
     # its words' first and last piece (placed where attention reads them): any case, any spaces; a term not

@@ -113,7 +113,7 @@ def test_nbest_is_sorted_and_distinct():
 def test_each_beams_2k_best_hold_the_sentences_2k_best(seed):
     """Beam search reads only each beam's 2k best tokens (what `Seq2Seq.candidates` returns): the
     same continuations, scores and order as from every (beam, token) pair."""
-    from nmt.inference.search import Beam
+    from nmt.inference.policies import Beam
 
     g = torch.Generator().manual_seed(seed)
     n, k, vocab = 3, 4, 50
@@ -133,10 +133,11 @@ def test_the_constrained_beam_is_the_policy_that_gives_each_bank_a_place():
     bank (the most term pieces written first within each round), Beam keeps them best first; and
     search is given the one it needs by `beam_for`."""
     from nmt.inference.constraints import NO_RULES, Progress, Rules
-    from nmt.inference.search import Beam, ConstrainedBeam, _Live, beam_for
+    from nmt.inference.policies import Beam, Live
+    from nmt.inference.terms.steering import ConstrainedBeam, beam_for
 
     rules = Rules(terms=((7, 8),))
-    beams = [_Live([], [], Progress()) for _ in range(3)]
+    beams = [Live([], [], Progress()) for _ in range(3)]
     moves = [(0, 3, -0.1), (1, 4, -0.2), (2, 7, -0.5), (0, 5, -0.6)]  # only token 7 begins the term
     arranged = ConstrainedBeam(3).arrange(moves, beams, rules)
     assert [m[:3] for m in arranged] == [(2, 7, -0.5), (0, 3, -0.1), (1, 4, -0.2), (0, 5, -0.6)]

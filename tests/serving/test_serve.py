@@ -21,7 +21,7 @@ import httpx  # noqa: E402
 from conftest import REPO, train_toy_model  # noqa: E402
 from fastapi.testclient import TestClient  # noqa: E402
 
-from nmt.inference.glossary import Glossary, holds  # noqa: E402
+from nmt.inference.terms.glossary import Glossary, holds  # noqa: E402
 from nmt.inference.translator import Translator  # noqa: E402
 from nmt.model.checkpoint import load_model  # noqa: E402
 from nmt.serving.server import BatchingQueue, Options, ServeSettings, create_app, server_info  # noqa: E402

@@ -26,6 +26,7 @@ MAGIC = b"NMTIDX\x00\x00"
 VERSION = 1
 DTYPES = {1: np.uint8, 2: np.uint16, 3: np.uint32}
 HEADER_BYTES = 32
+INDEX_SLICE = 1 << 20  # sequences a slice of the index is written in
 
 
 def _file(prefix: Path, suffix: str) -> Path:
@@ -68,13 +69,24 @@ class IndexedWriter:
     def close(self) -> None:
         self.bin.close()
         sizes = np.frombuffer(self.sizes, dtype=np.int32) if len(self.sizes) else np.zeros(0, np.int32)
-        offsets = np.zeros(len(sizes) + 1, dtype=np.int64)
-        np.cumsum(sizes, out=offsets[1:])
-        header = MAGIC + np.array([VERSION, self.code, len(sizes)], dtype="<u8").tobytes()
-        index = header + sizes.astype("<i4").tobytes() + offsets.astype("<i8").tobytes()
-        _file(self.prefix, ".idx").write_bytes(index)
+        idx_hash = hashlib.sha256()
+        with open(_file(self.prefix, ".idx"), "wb") as f:
+            def put(data: bytes) -> None:
+                f.write(data)
+                idx_hash.update(data)
+
+            # Written a slice at a time: 36M sequences' offsets whole would be 288 MB, and each copy as much again.
+            put(MAGIC + np.array([VERSION, self.code, len(sizes)], dtype="<u8").tobytes())
+            for start in range(0, len(sizes), INDEX_SLICE):
+                put(sizes[start:start + INDEX_SLICE].astype("<i4").tobytes())
+            put(np.zeros(1, "<i8").tobytes())
+            total = 0
+            for start in range(0, len(sizes), INDEX_SLICE):
+                offsets = np.cumsum(sizes[start:start + INDEX_SLICE], dtype=np.int64) + total
+                put(offsets.astype("<i8").tobytes())
+                total = int(offsets[-1])
         self.digests = {_file(self.prefix, ".bin").name: self.bin_hash.hexdigest(),
-                        _file(self.prefix, ".idx").name: hashlib.sha256(index).hexdigest()}
+                        _file(self.prefix, ".idx").name: idx_hash.hexdigest()}
 
 
 class IndexedArray:

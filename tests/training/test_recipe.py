@@ -121,3 +121,21 @@ def test_the_pair_count_is_remembered_until_the_corpus_changes(tmp_path, monkeyp
     assert recipe.counted_pairs(corpus, cfg) == first and len(counted) == 1  # the record, not the corpus
     write_corpus_zip(corpus, toy_lines()[:100])  # the corpus changes under the same name
     assert recipe.counted_pairs(corpus, cfg) == 100 and len(counted) == 2
+
+
+def test_the_length_limit_is_remembered_in_the_prepared_folder(tmp_path, monkeypatch):
+    from nmt.data.prepare import ensure_prepared
+    from nmt.data.prepared_corpus import PreparedCorpus
+    from nmt.training import recipe
+
+    corpus = write_corpus_zip(tmp_path / "toy-fra-eng.zip", toy_lines())
+    cfg = config_from_dict({**TINY, "data": {**TINY["data"], "prepared_dir": str(tmp_path / "prepared")}}).data
+    folder = ensure_prepared(corpus, cfg, quiet=True)
+    read = []
+    real_ids = PreparedCorpus.ids
+    monkeypatch.setattr(PreparedCorpus, "ids", lambda self, *a: read.append(a) or real_ids(self, *a))
+    first = recipe.length_limit(folder, cfg, corpus)
+    assert len(read) == 2 and 2 < first[0] <= recipe.MAX_LEN_CAP and 1 - MAX_DROPPED <= first[1] <= 1
+    assert recipe.length_limit(folder, cfg, corpus) == first and len(read) == 2  # the record, not the stores
+    monkeypatch.setattr(recipe, "MAX_DROPPED", 0.5)  # another rule: worked out again
+    assert recipe.length_limit(folder, cfg, corpus)[0] <= first[0] and len(read) == 4

@@ -54,6 +54,7 @@ _LINK_END = regex.compile(r"[.,;:!?'\"]+$")
 _TAKEN_OUT = "\x00"  # where a kept span was, while its place is read
 _GAP = re.compile(r"[ \t]*\x00(?:[ \t]*\x00)*[ \t]*")
 _ONLY_CLOSING = re.compile(r"\s*[.!?…。！？\"'”’»)\]]*\s*")
+_DIGIT = re.compile(r"\d")  # every number pattern begins with one
 _MAYBE_UNTRANSLATED = regex.compile(r"[`/@#:\\~]|[^\x00-\x7f]")  # most sentences hold none of these: skip the search
 
 
@@ -199,6 +200,8 @@ def spans_of(text: str, pattern: re.Pattern[str], convention: Convention, known:
     """Every protected span of `text` in order: what passes untranslated, then the numbers
     (`pattern`, read in `convention`) outside those."""
     kept = untranslated_spans(text, known)
+    if not _DIGIT.search(text):  # (most sentences: no number, and the pattern is slow to say so)
+        return kept
     numbers = [Found(m.start(), m.end(), read_number(m.group(), convention)) for m in pattern.finditer(text)
                if not any(k.start < m.end() and m.start() < k.end for k in kept)]
     return sorted(kept + numbers, key=lambda f: f.start) if kept else numbers

@@ -27,6 +27,8 @@ from nmt.model import Seq2Seq
 # refused (thousands), and ranking that many would cost more than the whole search: the best 2k + 64
 # tokens hold word starts and punctuation enough
 REFUSED_ROOM = 64
+
+
 @dataclass(frozen=True)
 class Hypothesis:
     tokens: list[int]  # without <bos>/<eos>

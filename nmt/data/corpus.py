@@ -267,10 +267,17 @@ class Splits:
         return f"train {len(self.train):,} | valid {len(self.valid):,} | test {len(self.test):,} pairs"
 
 
-def split_pair(first: str, second: str, cfg: DataConfig) -> tuple[str, Pair] | None:
+def directed(first: str, second: str, cfg: DataConfig) -> tuple[str, str]:
+    """A corpus line's two sides as (source, target), in the direction `cfg` gives."""
+    return (second, first) if cfg.reverse else (first, second)
+
+
+def split_pair(first: str | None, second: str | None, cfg: DataConfig) -> tuple[str, Pair] | None:
     """The split a corpus line belongs to and its pair, in the direction `cfg` gives; None for a
-    line with an empty side."""
-    src_text, tgt_text = (second, first) if cfg.reverse else (first, second)
+    line without a tab (no second side) or with an empty side."""
+    if first is None or second is None:
+        return None
+    src_text, tgt_text = directed(first, second, cfg)
     src_key = TOKENIZER.preprocess(src_text)
     src, tgt = src_key.split(), TOKENIZER.tokenize(tgt_text)
     if not src or not tgt:
@@ -285,7 +292,7 @@ class SplitCounter:
         self.path, self.pairs, self.skipped, self.first_no_tab = path, 0, 0, None
 
     def usable(self, number: int, first: str | None, second: str | None, cfg: DataConfig) -> tuple[str, Pair] | None:
-        found = None if first is None or second is None else split_pair(first, second, cfg)
+        found = split_pair(first, second, cfg)
         self.tally(number, first is not None and second is not None, found is not None)
         return found
 
@@ -370,7 +377,7 @@ def whole_pairs(path: Path, cfg: DataConfig, what: str = "a test set") -> list[P
     require_corpus(path, cfg, what)
     pairs = []
     for number, first, second in PairReader(path, cfg):
-        found = split_pair(first, second, cfg) if first is not None and second is not None else None
+        found = split_pair(first, second, cfg)
         if found is None:
             raise DataError(f"{path}: line {number} holds no pair (no tab, or an empty side); {what} is "
                             f"used whole, so fix or remove that line")

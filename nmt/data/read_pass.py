@@ -22,8 +22,8 @@ from typing import Any
 import numpy as np
 
 from nmt.config import DataConfig
-from nmt.data.corpus import (HELD_OUT_MAX, Overlap, PairReader, SplitCounter, held_out_files, held_out_stride,
-                             split_pair, split_pairs, stays_held_out)
+from nmt.data.corpus import (HELD_OUT_MAX, Overlap, PairReader, SplitCounter, directed, held_out_files,
+                             held_out_stride, split_pair, split_pairs, stays_held_out)
 from nmt.data.indexed import IndexedArray, IndexedWriter, closed
 from nmt.data.manifest import corpus_name
 from nmt.data.prepared_corpus import CaseCounts
@@ -133,7 +133,7 @@ def _tallied(chunk: list[tuple[int, str | None, str | None]], result: AsyncResul
     for (number, first, second), split in zip(chunk, splits):
         counter.tally(number, first is not None, split is not None)
         if split is not None:
-            src_text, tgt_text = (second, first) if cfg.reverse else (first, second)
+            src_text, tgt_text = directed(first, second, cfg)
             rows.append((split, src_text.strip(), tgt_text.strip()))
     return rows, src_words, tgt_words
 
@@ -151,7 +151,7 @@ def _split_chunk(lines: list[tuple[str | None, str | None]]) -> tuple[list[str |
     src_words: Counter = Counter()
     tgt_words: Counter = Counter()
     for first, second in lines:
-        found = None if first is None or second is None else split_pair(first, second, _worker["cfg"])
+        found = split_pair(first, second, _worker["cfg"])
         splits.append(found[0] if found else None)
         if found and found[0] == "train":
             src_words.update(found[1].src)

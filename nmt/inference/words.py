@@ -3,7 +3,7 @@
 A subword model's pieces group into words at SentencePiece's word-start mark "▁" (a word is
 its pieces, "▁J" "'" "ai" is J'ai), the groups a word model's tokens are one each. A word's
 score joins its pieces' log-probabilities by `WORD_SCORE` (the lowest: a word is as doubtful
-as its most doubtful piece; scripts/experiments/word_score_errors.py measured it against the
+as its most doubtful piece; measured against the
 mean: ROC AUC 0.809 against 0.798 for finding output words that are in no reference). A hard alignment takes, for each output word, the source word that holds the most
 attention over its pieces (Pharaoh format: "source-output" word indices, from 0); markup's,
 for each source word, the output word that attended to it most, one word on where that is a

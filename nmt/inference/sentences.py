@@ -29,7 +29,7 @@ from nmt.data.vocab import Vocab
 from nmt.errors import NmtError
 from nmt.inference.constraints import Pieces, Rules, sentence_rules
 from nmt.inference.terms.glossary import Glossary, closes, elided_form, pieces_of, term_spans
-from nmt.inference.words import words_of
+from nmt.inference.words import WORD_START, words_of
 
 logger = logging.getLogger(__name__)
 BYTE_PIECE = re.compile(r"<0x[0-9A-F]{2}>")  # SentencePiece's byte fallback: one byte of a character it has no piece for
@@ -347,6 +347,8 @@ def span_places(pieces: Sequence[str], numbers: Sequence[Number], pairs: Sequenc
             place = 0
         elif span.at in aligned:
             place = aligned[span.at][0]
+            while place and pieces[place - 1] == WORD_START:  # before its word's lone "▁", not inside the word
+                place -= 1
         elif span.at - 1 in aligned:
             place = aligned[span.at - 1][-1] + 1
         else:

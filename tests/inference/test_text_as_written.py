@@ -209,3 +209,17 @@ def test_a_line_of_thousands_of_words_is_translated_in_parts_not_cut(model, capl
     assert out and not [r for r in caplog.records if "truncated" in r.getMessage()]
     longest = model.reader.segmenter.longest  # data.max_len 24 pieces: 18 words
     assert longest == 18 and len(model.reader.segmenter.split(line).segments) == -(-3000 // longest)
+
+
+def test_a_span_before_a_word_spelled_from_a_lone_word_start_goes_before_the_whole_word():
+    """An output word may begin with a lone "▁" and then its letters ("▁" "N" "ou" "s"): a span
+    placed before it goes before the "▁", or it would be glued to the word ("❤️Nous")."""
+    import dataclasses
+
+    from nmt.data.protected_numbers import untranslated
+    from nmt.inference.sentences import span_places
+
+    span = dataclasses.replace(untranslated("❤️"), at=1)  # before the source's second word ...
+    pieces = ["▁", "N", "ou", "s", "▁voi", "s"]
+    assert span_places(pieces, [span], [(1, 0)]) == [(0, 0)]  # ... which went to the output's first
+    assert span_places(["▁Nous", "▁voi", "s"], [span], [(1, 0)]) == [(0, 0)]

@@ -21,7 +21,6 @@ from nmt.errors import ConfigError
 D2L_URL = "http://d2l-data.s3-accelerate.amazonaws.com/fra-eng.zip"
 D2L_SHA1 = "94646ad1522d915e7b0f9296181140edcf86a4f5"
 ATTENTION_TYPES = ("additive", "dot")
-ATTENTION_QUERIES = ("previous", "current")
 DECODERS = ("stepwise", "parallel")
 DEVICES = ("auto", "cpu", "cuda")
 PRECISIONS = ("auto", "fp32", "bf16")
@@ -128,11 +127,10 @@ class DataConfig:
     num_pairs: int | None = None  # keep only the first N lines of the corpus (d2l's num_examples)
     max_len: int | str = 20  # tokens per side including <eos>; longer training pairs are dropped
     min_freq: int = 2  # word tokenizer: rarer words are <unk>; also defines the rare-word test subset
-    tokenizer: str = "word"  # word (d2l: lowercased, whitespace) | subword (SentencePiece, cased)
+    tokenizer: str = "subword"  # subword (SentencePiece, cased) | word (d2l: lowercased, whitespace)
     vocab_size: int | str = 8000  # subword: pieces per language, learned from the training split
-    subword_type: str = "unigram"  # subword: SentencePiece's unigram or bpe
-    joint_vocab: bool = False  # subword: one model learned on both languages (names segment alike)
-    split_digits: bool = False  # subword: every digit its own piece on both sides, so numbers copy digit by digit
+    subword_type: str = "bpe"  # subword: SentencePiece's bpe or unigram
+    split_digits: bool = True  # subword: every digit its own piece on both sides, so numbers copy digit by digit
     # subword: sentences a side SentencePiece learns from, a seeded sample of the training split when it is
     # larger (SentencePiece's input_sentence_size)
     subword_sample: int = 2_000_000
@@ -145,7 +143,7 @@ class DataConfig:
     drop_overlap: bool = True  # drop training pairs whose source is also in data.valid or data.test
     # subword: numbers become placeholders the model moves and the translator restores exactly, in the
     # target's conventions (nmt/data/protected_numbers.py)
-    protect: bool = False
+    protect: bool = True
     weight: float = 1.0  # how often an epoch draws each training pair of `path`: 2 twice, 0.5 a random half
     # more training corpora, each "PATH[:WEIGHT[:TAG]]": only their training split trains; TAG (e.g. <bt>) is
     # one reserved source piece put before each of their sources (tagged back-translation). The vocabularies
@@ -166,14 +164,14 @@ class DataConfig:
                 raise ConfigError(f"data.{key} must be a language code such as en, fr or pt-BR "
                                   f"(got {getattr(self, key)!r})")
         if self.protect and self.tokenizer != "subword":
-            raise ConfigError("data.protect needs data.tokenizer: subword (its placeholders are pieces of "
-                              "a SentencePiece model)")
+            raise ConfigError("data.protect (on by default) needs data.tokenizer: subword (its placeholders are "
+                              "pieces of a SentencePiece model): with data.tokenizer: word, set data.protect: false")
         if self.src_lang == self.tgt_lang:
             raise ConfigError(f"data.src_lang and data.tgt_lang must differ (both {self.src_lang!r})")
         self.corpus_specs()  # (a malformed data.corpora is an error here)
-        if self.tags() and (self.tokenizer != "subword" or self.joint_vocab):
-            raise ConfigError("a corpus tag needs data.tokenizer: subword without data.joint_vocab (the tag is "
-                              "a reserved piece of the source model alone, so the decoder can never write it)")
+        if self.tags() and self.tokenizer != "subword":
+            raise ConfigError("a corpus tag needs data.tokenizer: subword (the tag is a reserved piece of the "
+                              "source model alone, so the decoder can never write it)")
 
     def corpus_specs(self) -> list[CorpusSpec]:
         """data.corpora, parsed."""
@@ -196,25 +194,19 @@ class DataConfig:
 
 @dataclass(frozen=True)
 class ModelConfig:
-    embed_size: int
-    hidden_size: int
-    num_layers: int
+    embed_size: int = 256
+    hidden_size: int = 256
+    num_layers: int = 2
     dropout: float | str = 0.0  # between LSTM layers
     attention: str = "additive"
-    bidirectional: bool = False  # encoder reads both ways, hidden_size / 2 per direction
+    bidirectional: bool = True  # encoder reads both ways, hidden_size / 2 per direction
     bridge: bool = False  # learned layer from the encoder's final state to the decoder's initial one
     input_feeding: bool = False  # the last attentional output is fed back into the decoder LSTM
-    # previous: each step attends from the LSTM's previous state and reads the context (Bahdanau, the seed's
-    # design); current: the LSTM steps first and attends from its new output (Luong's order, OpenNMT-py's RNN
-    # decoder; needs input_feeding). The parallel decoder always attends from its bottom layer's new output
-    # and does not read this key
-    attention_query: str = "previous"
-    tie_embeddings: bool = False  # the output projection shares the target embedding matrix
-    share_embeddings: bool = False  # encoder and decoder share one embedding matrix (needs data.joint_vocab)
+    tie_embeddings: bool = True  # the output projection shares the target embedding matrix
     # stepwise: the seed's decoder, one LSTM that reads the context (and the feed) at each position;
     # parallel: the bottom layer reads the embeddings only and attention is computed from its outputs,
     # so training runs each layer once over the whole target (OpenNMT-py's StdRNNDecoder, RNMT+)
-    decoder: str = "stepwise"
+    decoder: str = "parallel"
     embed_dropout: float | str = 0.0  # dropout on the source and target embeddings (RNMT+)
     # dropout on the decoder's outputs where they enter the output projection (OpenNMT-py's dropout on the
     # attentional output; LIUM-CVC's 0.5 on Multi30k): the regularizer a small corpus needs most
@@ -229,14 +221,10 @@ class ModelConfig:
                   num_layers=self.num_layers)
         _within("model", "[0, 1)", dropout=self.dropout, embed_dropout=self.embed_dropout,
                 output_dropout=self.output_dropout)
-        _one_of("model", ATTENTION_QUERIES, attention_query=self.attention_query)
         _one_of("model", DECODERS, decoder=self.decoder)
         if self.decoder == "parallel" and self.input_feeding:
             raise ConfigError("model.decoder: parallel feeds nothing back from one position to the next: "
                               "set model.input_feeding: false (it always attends from its bottom layer's output)")
-        if self.decoder == "stepwise" and self.attention_query == "current" and not self.input_feeding:
-            raise ConfigError("model.attention_query: current needs model.input_feeding: true (the attentional "
-                              "output is where the new context meets the LSTM's output)")
         if self.bidirectional and self.hidden_size % 2:
             raise ConfigError(f"model.bidirectional needs an even model.hidden_size (got {self.hidden_size})")
         if self.tie_embeddings and self.embed_size != self.hidden_size:
@@ -252,14 +240,14 @@ class TrainConfig:
     # batches a step: their gradients summed, the loss divided by all their target tokens (fairseq's --update-freq)
     accum_steps: int = 1
     lr: float | str = 0.001
-    lr_schedule: str = "constant"  # constant | plateau (decay when val BLEU stalls) | linear (to min_lr at the budget's end)
+    lr_schedule: str = "linear"  # constant | plateau (decay when val BLEU stalls) | linear (to min_lr at the budget's end)
     warmup_steps: int = 0  # linear warm-up from 0 to lr over the first N steps
     min_lr: float = 0.0
     lr_decay_factor: float = 0.5  # plateau: lr *= factor ...
     lr_decay_patience: int = 2  # ... after this many validations without a better BLEU
     epochs: int | str = 10
     max_steps: int = 0  # 0: no step limit
-    max_minutes: float = 0.0  # 0: no time limit; otherwise stop cleanly (validate, save) at the budget
+    max_minutes: float = 30.0  # 0: no time limit; otherwise stop cleanly (validate, save) at the budget
     clip_grad: float = 1.0  # max gradient norm; 0 disables clipping
     label_smoothing: float | str = 0.0
     # >0: guided alignment (Marian's --guided-alignment, OpenNMT-py's lambda_align): this weight times the
@@ -270,7 +258,7 @@ class TrainConfig:
     device: str = "auto"
     precision: str = "fp32"  # bf16: matrix products in bfloat16 (weights, loss stay fp32); auto: bf16 where native
     log_every: int = 100
-    eval_every: int = 0  # validate every N steps as well as at each epoch end; 0: epoch ends only
+    eval_every: int = 1000  # validate every N steps as well as at each epoch end; 0: epoch ends only
     save_every: int = 500  # checkpoint every N steps too (validations and epoch ends always save); 0: off
     keep_last: int = 3  # rotating ckpt-<step>.pt files kept (best.pt and last.pt are extra)
     val_bleu_sentences: int = 500  # fixed validation subset for the per-epoch BLEU
@@ -280,7 +268,7 @@ class TrainConfig:
     # the search of validation during training: greedy keeps it fast (decode.beam_size is what translate, eval
     # and serve use)
     val_beam_size: int = 1
-    patience: int = 0  # stop after this many validations with neither a better BLEU nor a lower loss; 0: off
+    patience: int = 5  # stop after this many validations with neither a better BLEU nor a lower loss; 0: off
     tensorboard: bool = False  # TensorBoard curves in RUN/tensorboard/ (pip install -e ".[tensorboard]")
     init_from: str | None = None  # set by `nmt train --init-from`: the parent checkpoint this run started from
     init_from_sha256: str | None = None  # ... and its sha256
@@ -337,15 +325,10 @@ class DecodeConfig:
 
 @dataclass(frozen=True)
 class Config:
-    data: DataConfig
-    model: ModelConfig
+    data: DataConfig = field(default_factory=DataConfig)
+    model: ModelConfig = field(default_factory=ModelConfig)
     train: TrainConfig = field(default_factory=TrainConfig)
     decode: DecodeConfig = field(default_factory=DecodeConfig)
-
-    def __post_init__(self) -> None:
-        if self.model.share_embeddings and not (self.data.tokenizer == "subword" and self.data.joint_vocab):
-            raise ConfigError("model.share_embeddings needs one vocabulary for both languages: "
-                              "data.tokenizer: subword with data.joint_vocab: true")
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -403,6 +386,7 @@ SECTIONS = {"data": DataConfig, "model": ModelConfig, "train": TrainConfig, "dec
 _RNMT = ("it lost at 5 and 30 minutes on every seed: docs/results.md", "from before 2026-11-27")
 _TERMS = ("training with terms cost 1.3 to 3.1 test BLEU: docs/results.md", "at f71f73a or before")
 _LOST = ("it lost where it was measured: docs/results.md", "at f71f73a or before")
+_IN_NO_CONFIG = ("no shipped config or the recipe used it: docs/results.md", "at e99e089 or before")
 REMOVED = {"model.residual": (False, *_RNMT), "model.layer_norm": (False, *_RNMT),
            "model.attention_heads": (1, *_RNMT), "data.terms": (0.0, *_TERMS), "data.term_form": ("append", *_TERMS),
            "model.init_uniform": (0.0, *_LOST), "model.source_word_dropout": (0.0, *_LOST),
@@ -411,7 +395,9 @@ REMOVED = {"model.residual": (False, *_RNMT), "model.layer_norm": (False, *_RNMT
            "model.copy_attention": (False, "within noise where it was measured, in no config: docs/results.md",
                                     "at e7a479c or before"),
            "data.insert_placeholders": (None, "links and emoji no longer reach the model: docs/results.md",
-                                        "at dc78031 or before")}
+                                        "at dc78031 or before"),
+           "data.joint_vocab": (False, *_IN_NO_CONFIG), "model.share_embeddings": (False, *_IN_NO_CONFIG),
+           "model.attention_query": ("previous", *_IN_NO_CONFIG)}
 
 
 def _without_removed(raw: dict[str, Any]) -> dict[str, Any]:
@@ -424,6 +410,20 @@ def _without_removed(raw: dict[str, Any]) -> dict[str, Any]:
                 raise ConfigError(f"{dotted} was removed ({why}); a run trained with it needs nmt {last}; "
                                   f"in a config, delete the key")
     return raw
+
+
+# The defaults before they became configs/default.yaml's (nmt at e99e089 or before): a saved run whose
+# config lacks one of these keys (it was saved before the key existed) trained with this value.
+_SAVED_BEFORE = {"data": {"tokenizer": "word", "subword_type": "unigram", "split_digits": False, "protect": False},
+                 "model": {"bidirectional": False, "tie_embeddings": False, "decoder": "stepwise"},
+                 "train": {"lr_schedule": "constant", "max_minutes": 0.0, "eval_every": 0, "patience": 0}}
+
+
+def saved_config(raw: Any) -> Config:
+    """The config a checkpoint saved: what it lacks is what the nmt that saved it defaulted to."""
+    if isinstance(raw, dict):
+        raw = {**raw, **{section: {**old, **(raw.get(section) or {})} for section, old in _SAVED_BEFORE.items()}}
+    return config_from_dict(raw)
 
 
 def config_from_dict(raw: Any) -> Config:

@@ -44,7 +44,7 @@ def _with(section, key, value):
      r"model.tie_embeddings needs model.embed_size == model.hidden_size \(8 != 16\)"),
     ({**TINY, "model": {**TINY["model"], "hidden_size": 15, "bidirectional": True}},
      "model.bidirectional needs an even model.hidden_size"),
-    ({"data": {}, "model": {"embed_size": 8, "num_layers": 1}}, r"model: missing required key\(s\) \['hidden_size'\]"),
+    ({"data": {"tokenizer": "word"}, "model": {}}, "data.protect .on by default. needs data.tokenizer: subword"),
     ({"model": TINY["model"]}, "missing required section `data`"),
     ({**TINY, "optim": {}}, r"unknown section\(s\) \['optim'\]"),
     ("- just\n- a list\n", "must be a YAML mapping"),
@@ -86,5 +86,18 @@ def test_d2l_config_is_the_seed_experiment():
     assert (m.embed_size, m.hidden_size, m.num_layers, m.dropout) == (32, 32, 2, 0.0)
     assert (t.batch_size, t.lr, t.epochs, d.max_len, d.num_pairs) == (64, 0.005, 500, 10, 50_000)
     assert not (m.bidirectional or m.bridge or m.input_feeding or m.tie_embeddings)  # the seed's design
+    assert m.decoder == "stepwise" and not d.protect
     assert t.lr_schedule == "constant"
     assert d.tokenizer == "word" and d.min_freq == 3  # d2l's word vocabulary
+
+
+def test_the_dataclass_defaults_are_the_default_configs():
+    """One set of defaults: `Config()` is configs/default.yaml's config, but for the keys the recipe
+    decides (`auto` there), and a config says only what it changes."""
+    from nmt.config import Config
+
+    default, written = load_config(REPO / "configs" / "default.yaml").to_dict(), Config().to_dict()
+    auto = {(s, k) for s, keys in default.items() for k, v in keys.items() if v == "auto"}
+    assert auto  # (the recipe's keys exist)
+    assert {(s, k): v for s, keys in written.items() for k, v in keys.items() if (s, k) not in auto} == \
+        {(s, k): v for s, keys in default.items() for k, v in keys.items() if (s, k) not in auto}

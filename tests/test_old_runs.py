@@ -56,7 +56,8 @@ def test_an_old_int8_export_decodes_as_a_new_export_of_the_same_checkpoint(old_r
 def _saved_with(run: Path, data_keys: dict | None = None, **model_keys) -> Path:
     """The run's best.pt as nmt saved it while its config held keys since removed: the RNMT+ ones
     (model.residual, layer_norm, attention_heads: 2026-11-24 to 26), training with terms
-    (data.terms, data.term_form: to f71f73a)."""
+    (data.terms, data.term_form: to f71f73a), the keys no config used (data.joint_vocab,
+    model.share_embeddings, model.attention_query: to e99e089)."""
     import torch
 
     state = torch.load(run / "best.pt", weights_only=True)
@@ -68,8 +69,9 @@ def _saved_with(run: Path, data_keys: dict | None = None, **model_keys) -> Path:
 
 def test_a_run_saved_with_the_removed_keys_at_their_defaults_translates_as_it_did(old_run):
     # (data.insert_placeholders shaped training alone: any value it held loads)
-    run = _saved_with(old_run, {"terms": 0.0, "term_form": "append", "insert_placeholders": 0.1}, residual=False,
-                      layer_norm=False, attention_heads=1)
+    run = _saved_with(old_run, {"terms": 0.0, "term_form": "append", "insert_placeholders": 0.1, "joint_vocab": False},
+                      residual=False, layer_norm=False, attention_heads=1, share_embeddings=False,
+                      attention_query="previous")
     _assert_same(_translations(nmt.load(run)), EXPECTED["translations"]["torch"])
 
 

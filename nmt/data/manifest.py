@@ -18,11 +18,12 @@ FORMAT = 3  # raise when the files or their meaning change: older folders are th
 MANIFEST = "manifest.json"
 # The data config keys that shape the prepared files (not max_len: pairs are filtered when read).
 SHAPING = ("src_lang", "tgt_lang", "reverse", "num_pairs", "min_freq", "tokenizer", "vocab_size", "subword_type",
-           "joint_vocab", "split_digits", "subword_sample")
+           "split_digits", "subword_sample")
 
 
 def shaping_config(cfg: DataConfig) -> dict[str, Any]:
     shaping = {key: getattr(cfg, key) for key in SHAPING}
+    shaping["joint_vocab"] = False  # (a removed key: every folder was prepared with it off, and keeps its place)
     held_out = held_out_files(cfg)
     if held_out:  # only then, so that folders prepared before these keys existed stay valid
         shaping.update({split: str(path.resolve()) for split, path in held_out.items()},

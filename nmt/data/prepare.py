@@ -144,10 +144,8 @@ def learn_vocabularies(cfg: DataConfig, out: Path, src_words: Counter, tgt_words
     src, tgt = (IndexedArray(out / f"train.{side}.txt") for side in SIDES)
     rows = sample_rows(len(src), cfg.subword_sample)
     tokenizer = SubwordTokenizer.train((src.text(i) for i in rows), (tgt.text(i) for i in rows), cfg)
-    logger.info("subword model%s (SentencePiece %s, %d pieces%s) learned from %s sentences a side in %.1f s",
-                "" if cfg.joint_vocab else "s", cfg.subword_type, cfg.vocab_size,
-                ", both languages" if cfg.joint_vocab else " a side", f"{min(len(src), cfg.subword_sample):,}",
-                time.monotonic() - start)
+    logger.info("subword models (SentencePiece %s, %d pieces a side) learned from %s sentences a side in %.1f s",
+                cfg.subword_type, cfg.vocab_size, f"{min(len(src), cfg.subword_sample):,}", time.monotonic() - start)
     return (tokenizer, *tokenizer.vocabularies())
 
 

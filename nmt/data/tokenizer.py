@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import functools
 import io
-import itertools
 import re
 import string
 from collections.abc import Iterable, Sequence
@@ -205,9 +204,7 @@ class SubwordTokenizer:
 
     @classmethod
     def train(cls, src_texts: Iterable[str], tgt_texts: Iterable[str], cfg: DataConfig) -> SubwordTokenizer:
-        """A model per language of cfg.vocab_size pieces (cfg.subword_type), or with
-        cfg.joint_vocab one model learned on both (the same bytes serve both sides), so that a
-        name or a number is cut into the same pieces in both languages. cfg.split_digits makes
+        """A model per language of cfg.vocab_size pieces (cfg.subword_type). cfg.split_digits makes
         every digit a piece of its own on both sides. The texts are read once, as they come; with
         cfg.subword_sample, each side contributes a seeded sample of that many. cfg.protect
         reserves the number placeholders (nmt/data/protected_numbers.py) in both models; the
@@ -215,9 +212,6 @@ class SubwordTokenizer:
         sources = (source_text(t, cfg.source_lang) for t in src_texts)
         learn = functools.partial(train_sentencepiece, vocab_size=cfg.vocab_size, model_type=cfg.subword_type,
                                   split_digits=cfg.split_digits, protect=cfg.protect)
-        if cfg.joint_vocab:
-            model = learn(itertools.chain(sources, tgt_texts), sample_size=2 * cfg.subword_sample)
-            return cls(model, model, cfg.source_lang, cfg.target_lang, cfg.protect)
         return cls(learn(sources, sample_size=cfg.subword_sample, reserved=cfg.tags()),
                    learn(tgt_texts, sample_size=cfg.subword_sample), cfg.source_lang, cfg.target_lang, cfg.protect)
 

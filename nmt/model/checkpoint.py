@@ -18,7 +18,7 @@ from typing import Any
 
 import torch
 
-from nmt.config import Config, config_from_dict
+from nmt.config import Config, saved_config
 from nmt.data.tokenizer import Tokenizer, load_tokenizer
 from nmt.data.vocab import Vocab
 from nmt.errors import CheckpointError, ConfigError
@@ -156,7 +156,7 @@ def load_model(checkpoint: str | Path | None, device: torch.device = torch.devic
     path = resolve_checkpoint(checkpoint)
     state = read_checkpoint(path)
     try:
-        cfg = config_from_dict(state["config"])
+        cfg = saved_config(state["config"])
         src_vocab, tgt_vocab = Vocab(state["src_vocab"]), Vocab(state["tgt_vocab"])
     except (ConfigError, ValueError) as e:
         raise CheckpointError(f"{path}: its config or vocabulary is invalid ({e})") from None

@@ -7,10 +7,7 @@ maps the LSTM output to the target vocabulary.
 Options a user of OpenNMT-py or Joey NMT expects, all off in the seed design:
 - input feeding: an attentional output tanh(W [LSTM output; context]) feeds the projection and
   is also read by the next step's LSTM, so each step knows what the last one attended to;
-- tied embeddings: the output projection reuses the target embedding matrix (Press & Wolf, 2017);
-- the query's time (`model.attention_query: current`): the LSTM steps first on [embedding; feed]
-  and attends from its new output, so the context that meets the output is the one this step
-  chose (Luong et al. 2015's order, OpenNMT-py's RNN decoder), not the one the previous state chose.
+- tied embeddings: the output projection reuses the target embedding matrix (Press & Wolf, 2017).
 
 `AttentionDecoder` holds what every arrangement of the decoder shares (embedding, attention,
 attentional layer, output projection); `Decoder` is this stepwise arrangement,
@@ -197,32 +194,24 @@ class Decoder(AttentionDecoder):
     teacher forcing walks the target one position at a time."""
 
     def __init__(self, vocab_size: int, cfg: ModelConfig, pad_id: int = 0):
-        self.query_current = cfg.attention_query == "current"  # Luong's order: the LSTM reads no context
         super().__init__(vocab_size, cfg, pad_id, attentional=cfg.input_feeding)
 
     def layers(self, cfg: ModelConfig) -> None:
         feed_size = cfg.hidden_size if cfg.input_feeding else 0
-        context_size = 0 if self.query_current else cfg.hidden_size
-        self.rnn = nn.LSTM(context_size + cfg.embed_size + feed_size, cfg.hidden_size, cfg.num_layers,
+        self.rnn = nn.LSTM(cfg.hidden_size + cfg.embed_size + feed_size, cfg.hidden_size, cfg.num_layers,
                            batch_first=True, dropout=cfg.dropout if cfg.num_layers > 1 else 0.0)
 
     def step(self, emb: torch.Tensor, state: DecoderState
              ) -> tuple[torch.Tensor, DecoderState, torch.Tensor]:
-        if not self.query_current:
-            context, weights = self.attend(state.hidden[0][-1][:, None], state)  # from the top layer's last state
-            context = context.squeeze(1)
-            parts = (context, emb) if state.feed is None else (context, emb, state.feed)
-        else:
-            parts = (emb, state.feed)
-        rnn_input = torch.cat(parts, dim=-1)  # (batch, [context +] embed [+ feed])
+        context, weights = self.attend(state.hidden[0][-1][:, None], state)  # from the top layer's last state
+        context = context.squeeze(1)
+        parts = (context, emb) if state.feed is None else (context, emb, state.feed)
+        rnn_input = torch.cat(parts, dim=-1)  # (batch, context + embed [+ feed])
         if self.cells_for(rnn_input):
             output, hidden = lstm_cells_step(self.rnn, rnn_input, state.hidden)
         else:
             output, hidden = self.rnn(rnn_input.unsqueeze(1), state.hidden)
             output = output.squeeze(1)
-        if self.query_current:
-            context, weights = self.attend(output[:, None], state)  # from the new output
-            context = context.squeeze(1)
         feed = None
         if self.attentional is not None:
             output = feed = self.combine(output, context)

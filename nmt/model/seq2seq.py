@@ -105,10 +105,5 @@ def build_model(cfg: ModelConfig, src_vocab: Vocab, tgt_vocab: Vocab) -> Seq2Seq
     """The model of `cfg` for these vocabularies."""
     encoder = Encoder(len(src_vocab), cfg, src_vocab.pad_id)
     decoder = (ParallelDecoder if cfg.decoder == "parallel" else Decoder)(len(tgt_vocab), cfg, tgt_vocab.pad_id)
-    if cfg.share_embeddings:  # one vocabulary for both languages: a name is one row for both sides
-        assert src_vocab == tgt_vocab, "model.share_embeddings' rule (data.joint_vocab), checked with the config"
-        decoder.embedding.weight = encoder.embedding.weight
-        if cfg.tie_embeddings:  # fairseq's share_all_embeddings: the output projection too
-            decoder.out.weight = encoder.embedding.weight
     head = AlignmentHead(cfg.hidden_size, cfg.embed_size) if cfg.alignment_head is True else None  # (auto: decided)
     return Seq2Seq(encoder, decoder, head)

@@ -36,9 +36,8 @@ def unrolled(decoder: nn.Module, emb: torch.Tensor, memory: torch.Tensor, prepar
     (batch, tgt_len, src_len), as `Decoder.forward`'s loop of steps gives them."""
     rnn, hidden_size = decoder.rnn, decoder.rnn.hidden_size
     batch, steps, embed = emb.shape
-    current = decoder.query_current  # Luong's order: attention after the LSTM, whose input holds no context
-    weight = rnn.weight_ih_l0  # its columns read [context; embedding; feed], or [embedding; feed]
-    first = 0 if current else hidden_size
+    weight = rnn.weight_ih_l0  # its columns read [context; embedding; feed]
+    first = hidden_size
     context_cols, feed_cols = weight[:, :first], weight[:, first + embed:]
     # (4 * hidden, steps, batch): every position's embedding share of layer 0's gates, both biases added.
     emb_gates = torch.addmm((rnn.bias_ih_l0 + rnn.bias_hh_l0)[:, None], weight[:, first:first + embed],
@@ -59,19 +58,14 @@ def unrolled(decoder: nn.Module, emb: torch.Tensor, memory: torch.Tensor, prepar
         return context.squeeze(1).t(), weights
 
     for t in range(steps):
-        if current:
-            below = torch.cat((feed, h[0]), 0)
-        else:
-            context, weights = attend(h[-1])
-            below = torch.cat((context, h[0]) if feed is None else (context, feed, h[0]), 0)
+        context, weights = attend(h[-1])
+        below = torch.cat((context, h[0]) if feed is None else (context, feed, h[0]), 0)
         h[0], c[0] = lstm_gates(torch.addmm(emb_gates[:, t], layer_weights[0], below), c[0])
         for layer in range(1, rnn.num_layers):
             x = between_layers(h[layer - 1], rnn.dropout, decoder.training)
             gates = torch.addmm(layer_biases[layer], layer_weights[layer], torch.cat((x, h[layer]), 0))
             h[layer], c[layer] = lstm_gates(gates, c[layer])
         output = h[-1]
-        if current:
-            context, weights = attend(output)
         if decoder.attentional is not None:  # the decoder's `combine`, features first
             output = feed = torch.tanh(decoder.attentional.weight @ torch.cat((output, context), 0))
         outputs.append(output)

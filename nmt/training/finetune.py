@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from nmt.config import Config, apply_overrides, config_from_dict, read_raw_config
+from nmt.config import Config, apply_overrides, config_from_dict, read_raw_config, saved_config
 from nmt.data.manifest import file_sha256
 from nmt.data.tokenizer import Tokenizer, load_tokenizer
 from nmt.data.vocab import Vocab
@@ -22,7 +22,7 @@ from nmt.model.checkpoint import read_checkpoint
 from nmt.model.runs import resolve_checkpoint
 
 # The data keys whose change would call for other vocabularies than the parent's.
-VOCABULARY_KEYS = ("src_lang", "tgt_lang", "reverse", "tokenizer", "vocab_size", "subword_type", "joint_vocab",
+VOCABULARY_KEYS = ("src_lang", "tgt_lang", "reverse", "tokenizer", "vocab_size", "subword_type",
                    "split_digits", "subword_sample", "min_freq", "protect")
 
 
@@ -48,7 +48,7 @@ def load_parent(init_from: str, weights: bool = True) -> Parent:
     sha256 = file_sha256(path)  # before reading: a checkpoint rewritten meanwhile reads as another
     state = read_checkpoint(path)
     try:
-        cfg = config_from_dict(state["config"])
+        cfg = saved_config(state["config"])
     except ConfigError as e:
         raise CheckpointError(f"{path}: its config is invalid ({e})") from None
     return Parent(path, sha256, state, cfg, weights)

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from nmt.config import Config, apply_overrides, config_from_dict, load_config
+from nmt.config import Config, apply_overrides, load_config, saved_config
 from nmt.data.corpus import resolve_corpus
 from nmt.data.manifest import corpus_change
 from nmt.errors import ConfigError, NmtError
@@ -45,7 +45,7 @@ def resume_target(run: Path | None, overrides: list[str]) -> tuple[Config, Path,
         raise NmtError(f"--resume: {fixed[0]!r} would change the data or the model of a run; "
                        f"only train.* and decode.* can change when resuming")
     try:
-        cfg = config_from_dict(apply_overrides(state["config"], overrides))
+        cfg = saved_config(apply_overrides(state["config"], overrides))
     except ConfigError as e:
         raise ConfigError(f"{path}: {e}") from None
     return cfg, run_dir, state

@@ -9,11 +9,10 @@ import zipfile
 
 import pytest
 import yaml
-from conftest import REPO, TINY, toy_lines
+from conftest import REPO, TINY, toy_lines, seed_data
 from typer.testing import CliRunner
 
 from nmt.cli import app
-from nmt.config import DataConfig
 from nmt.data.corpus import load_splits
 from nmt.data.tokenizer import SubwordTokenizer, source_text, word_text
 from nmt.errors import DataError
@@ -69,12 +68,12 @@ def german(tmp_path_factory):
 
 
 def test_the_zip_and_the_two_files_give_the_same_split(german):
-    cfg = DataConfig(src_lang="en", tgt_lang="de")
+    cfg = seed_data(src_lang="en", tgt_lang="de")
     from_zip, from_files = load_splits(german / "deu-eng.zip", cfg=cfg), load_splits(german / "corpus", cfg=cfg)
     for name in ("train", "valid", "test"):
         assert getattr(from_zip, name) == getattr(from_files, name), name
     assert from_zip.skipped == 0 and len(from_zip.train) + len(from_zip.valid) + len(from_zip.test) == 560
-    reverse = load_splits(german / "corpus", cfg=DataConfig(src_lang="en", tgt_lang="de", reverse=True))
+    reverse = load_splits(german / "corpus", cfg=seed_data(src_lang="en", tgt_lang="de", reverse=True))
     where: dict[str, set] = {}  # grouped by the source, now the German side
     for name in ("train", "valid", "test"):
         for pair in getattr(reverse, name):
@@ -105,7 +104,7 @@ def test_french_to_english_from_the_same_file(toy_zip, tmp_path):
     config = tmp_path / "reverse.yaml"
     config.write_text(yaml.safe_dump({**TINY, "data": {**TINY["data"], "reverse": True},
                                       "train": {**TINY["train"], "epochs": 6}}), encoding="utf-8")
-    splits = load_splits(toy_zip, cfg=DataConfig(reverse=True))
+    splits = load_splits(toy_zip, cfg=seed_data(reverse=True))
     assert all(p.src_text in {line.split("\t")[1] for line in toy_lines()} for p in splits.train)
     run = tmp_path / "run"
     result = invoke("train", config, "--data", toy_zip, "--out", run, "--quiet")
@@ -147,7 +146,7 @@ def test_text_rules_follow_the_language():
     assert source_text("Non , merci .", "fr") == "Non, merci."
     assert word_text(["wir", "sehen", "es", "!"], "de") == "Wir sehen es!"
     pairs = german_pairs()
-    cfg = DataConfig(tokenizer="subword", vocab_size=300, subword_type="bpe", tgt_lang="de")
+    cfg = seed_data(tokenizer="subword", vocab_size=300, subword_type="bpe", tgt_lang="de")
     subword = SubwordTokenizer.train([en for en, _ in pairs], [de for _, de in pairs], cfg)
     assert subword.target_text(subword.target_tokens(["Er mag rote Äpfel!"])[0]) == "Er mag rote Äpfel!"
     assert word_text(["on", "y", "va", "!"], "fr") == "On y va !"

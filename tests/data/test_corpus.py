@@ -4,9 +4,8 @@ import threading
 import zipfile
 
 import pytest
-from conftest import toy_lines, write_corpus_zip
+from conftest import toy_lines, write_corpus_zip, seed_data
 
-from nmt.config import DataConfig
 from nmt.data.corpus import download, load_splits, read_lines, resolve_corpus, split_of
 from nmt.errors import DataError
 
@@ -74,12 +73,12 @@ def test_resolution_order(tmp_path, monkeypatch):
     files = {name: write_corpus_zip(tmp_path / f"{name}.zip", toy_lines()[:5])
              for name in ("cli", "config", "env", "cache")}
     monkeypatch.setenv("NMT_CORPUS", str(files["env"]))
-    cfg = DataConfig(path=str(files["config"]))
+    cfg = seed_data(path=str(files["config"]))
     assert resolve_corpus(str(files["cli"]), cfg, cache=files["cache"]) == files["cli"]
     assert resolve_corpus(None, cfg, cache=files["cache"]) == files["config"]
-    assert resolve_corpus(None, DataConfig(), cache=files["cache"]) == files["env"]
+    assert resolve_corpus(None, seed_data(), cache=files["cache"]) == files["env"]
     monkeypatch.delenv("NMT_CORPUS")
-    assert resolve_corpus(None, DataConfig(), cache=files["cache"]) == files["cache"]
+    assert resolve_corpus(None, seed_data(), cache=files["cache"]) == files["cache"]
     with pytest.raises(DataError, match="from --data"):
         resolve_corpus(str(tmp_path / "missing.zip"), cfg, cache=files["cache"])
 
@@ -115,7 +114,7 @@ def test_download_into_cache_with_checksum(toy_zip, tmp_path):
     server = _Server(payload)
     try:
         cache = tmp_path / "data" / "fra-eng.zip"
-        cfg = DataConfig(url=f"{server.url}/fra-eng.zip", sha1=hashlib.sha1(payload).hexdigest())
+        cfg = seed_data(url=f"{server.url}/fra-eng.zip", sha1=hashlib.sha1(payload).hexdigest())
         assert resolve_corpus(None, cfg, cache=cache) == cache
         assert cache.read_bytes() == payload
         assert len(read_lines(cache)) == len(toy_lines())
@@ -125,7 +124,7 @@ def test_download_into_cache_with_checksum(toy_zip, tmp_path):
             download(f"{server.url}/fra-eng.zip", bad_sum, "0" * 40)
         assert not bad_sum.exists() and not list(bad_sum.parent.glob("*.part"))
 
-        missing = DataConfig(url=f"{server.url}/nothing-here.zip")
+        missing = seed_data(url=f"{server.url}/nothing-here.zip")
         with pytest.raises(DataError, match=r"Looked for the corpus in --data, data.path, \$NMT_CORPUS"):
             resolve_corpus(None, missing, cache=tmp_path / "third" / "fra-eng.zip")
     finally:

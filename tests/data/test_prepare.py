@@ -13,9 +13,9 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import TINY, toy_lines
+from conftest import TINY, toy_lines, seed_data
 
-from nmt.config import DataConfig, config_from_dict
+from nmt.config import config_from_dict
 from nmt.data import manifest, prepare
 from nmt.data.manifest import prepared_path
 from nmt.data.prepare import ensure_prepared
@@ -25,7 +25,7 @@ from nmt.errors import DataError
 from nmt.training import distributed
 from nmt.training.run_data import epoch_batches, load_data
 
-WORD = DataConfig(min_freq=1, max_len=10)
+WORD = seed_data(min_freq=1, max_len=10)
 
 
 @pytest.fixture
@@ -103,12 +103,12 @@ def test_each_invalidation_is_said_in_one_line_and_rebuilt(tsv, caplog, damage, 
 
 def test_a_changed_data_config_prepares_its_own_folder_and_says_what_changed(tsv, caplog):
     first, _ = _prepare(tsv, WORD, caplog)
-    other = DataConfig(min_freq=2, max_len=10)
+    other = seed_data(min_freq=2, max_len=10)
     second, log = _prepare(tsv, other, caplog)
     assert second != first and "data config changed since" in log and "data.min_freq 1 -> 2" in log
     assert "preparing" not in _prepare(tsv, WORD, caplog)[1]  # switching back is a hit
     # max_len filters when reading: it does not shape the prepared data.
-    assert prepared_path(tsv, DataConfig(min_freq=1, max_len=30)) == first
+    assert prepared_path(tsv, seed_data(min_freq=1, max_len=30)) == first
 
 
 def test_a_folder_made_for_another_config_is_not_trusted(tsv, caplog):
@@ -192,8 +192,8 @@ def test_two_processes_started_together_prepare_once(tmp_path):
 
 
 def test_real_corpus_prepares_the_canonical_split(real_corpus, tmp_path):
-    folder = ensure_prepared(real_corpus, DataConfig(prepared_dir=str(tmp_path)), quiet=True)
-    counts = PreparedCorpus(folder, DataConfig()).counts
+    folder = ensure_prepared(real_corpus, seed_data(prepared_dir=str(tmp_path)), quiet=True)
+    counts = PreparedCorpus(folder, seed_data()).counts
     assert (counts["train"], counts["valid"], counts["test"]) == (162_252, 1_753, 3_125)
 
 

@@ -7,9 +7,9 @@ import re
 
 import pytest
 import torch
-from conftest import TINY, toy_lines
+from conftest import TINY, toy_lines, seed_data, seed_model
 
-from nmt.config import DataConfig, ModelConfig, config_from_dict
+from nmt.config import config_from_dict
 from nmt.data.protected_numbers import MAX_SPANS, PLACEHOLDERS, SpanProtector, SpanRule
 from nmt.data.tokenizer import SubwordTokenizer
 from nmt.data.vocab import SPECIALS, Vocab
@@ -97,7 +97,7 @@ def test_placeholders_are_one_piece_each_on_both_sides():
     lines = [line.split("\t") for line in toy_lines()]
     numbered = [(f"I have {n} cats.", f"J'ai {n} chats.") for n in (rng.randrange(1000) for _ in range(200))]
     src, tgt = EN_FR.protect_pairs(*zip(*(lines + numbered)))
-    cfg = DataConfig(tokenizer="subword", vocab_size=300, subword_type="bpe", split_digits=True, protect=True)
+    cfg = seed_data(tokenizer="subword", vocab_size=300, subword_type="bpe", split_digits=True, protect=True)
     tokenizer = SubwordTokenizer.train(src, tgt, cfg)
     for text, tokens in ((src[-1], tokenizer.source_tokens([src[-1]])[0]),
                          (tgt[-1], tokenizer.target_tokens([tgt[-1]])[0])):
@@ -109,7 +109,7 @@ def test_the_digit_pieces_strict_search_refuses_are_those_whose_text_holds_a_dig
     lines = [line.split("\t") for line in toy_lines()]
     numbered = [(f"I have {n} cats.", f"J'ai {n} chats, le {n}e.") for n in range(10, 400, 7)]
     src, tgt = EN_FR.protect_pairs(*zip(*(lines + numbered)))
-    cfg = DataConfig(tokenizer="subword", vocab_size=400, subword_type="bpe", split_digits=True, protect=True)
+    cfg = seed_data(tokenizer="subword", vocab_size=400, subword_type="bpe", split_digits=True, protect=True)
     tokenizer = SubwordTokenizer.train(src, tgt, cfg)
     pieces = {tokenizer.tgt.id_to_piece(i) for i in tokenizer.protector.digit_ids}
     assert {str(d) for d in range(10)} | {f"<0x{0x30 + d:02X}>" for d in range(10)} <= pieces
@@ -119,7 +119,7 @@ def test_the_digit_pieces_strict_search_refuses_are_those_whose_text_holds_a_dig
 
 
 def test_protect_needs_subwords():
-    with pytest.raises(ConfigError, match="data.protect needs data.tokenizer: subword"):
+    with pytest.raises(ConfigError, match=r"data.protect \(on by default\) needs data.tokenizer: subword"):
         config_from_dict({**TINY, "data": {**TINY["data"], "protect": True}})
 
 
@@ -132,7 +132,7 @@ def _eager_model():
     """A real model whose output layer prefers the placeholders, ⦅N9⦆ most: unconstrained, it
     writes numbers its sources do not hold, and the same one again and again."""
     torch.manual_seed(0)
-    model = build_model(ModelConfig(embed_size=8, hidden_size=16, num_layers=1), VOCAB, VOCAB).eval()
+    model = build_model(seed_model(embed_size=8, hidden_size=16, num_layers=1), VOCAB, VOCAB).eval()
     with torch.no_grad():
         for token, index in IDS.items():
             model.decoder.out.bias[token] = 20.0 + index

@@ -6,11 +6,10 @@ import shutil
 
 import pytest
 import yaml
-from conftest import TINY, toy_lines, write_corpus_zip
+from conftest import TINY, toy_lines, write_corpus_zip, seed_data
 from typer.testing import CliRunner
 
 from nmt.cli import app
-from nmt.config import DataConfig
 from nmt.data.tokenizer import SubwordTokenizer, legacy_form, source_text, word_text
 from nmt.data.vocab import SPECIALS
 
@@ -36,7 +35,7 @@ def subword_lines() -> list[str]:
 @pytest.fixture(scope="module")
 def tokenizer() -> SubwordTokenizer:
     pairs = [line.split("\t") for line in subword_lines()]
-    cfg = DataConfig(tokenizer="subword", vocab_size=320)
+    cfg = seed_data(tokenizer="subword", vocab_size=320)
     return SubwordTokenizer.train([en for en, _ in pairs], [fr for _, fr in pairs], cfg)
 
 
@@ -128,7 +127,7 @@ def test_missing_or_mismatched_subword_model_is_one_line(subword_run, tmp_path):
     assert result.output.count("error: ") == 1 and "tgt.spm.model" in result.output and "missing" in result.output
 
     pairs = [line.split("\t") for line in subword_lines()]
-    cfg = DataConfig(tokenizer="subword", vocab_size=360, subword_type="bpe")
+    cfg = seed_data(tokenizer="subword", vocab_size=360, subword_type="bpe")
     other = SubwordTokenizer.train([en for en, _ in pairs], [fr for _, fr in pairs], cfg)
     other.save(broken)
     result = invoke("translate", "Go.", "-c", broken)
@@ -144,29 +143,3 @@ def test_too_small_a_vocabulary_is_one_line(tmp_path):
     result = invoke("train", config, "--out", tmp_path / "run", "--data", corpus, "--quiet")
     assert result.exit_code == 1 and "Traceback" not in result.output
     assert result.output.count("error: ") == 1 and "data.vocab_size=50" in result.output
-
-
-def test_joint_vocabulary_with_shared_embeddings(tmp_path):
-    from nmt.config import config_from_dict
-    from nmt.errors import ConfigError
-    from nmt.model.checkpoint import load_model
-
-    with pytest.raises(ConfigError, match="joint_vocab"):
-        config_from_dict({**TINY, "model": {**TINY["model"], "share_embeddings": True}})
-    corpus = write_corpus_zip(tmp_path / "toy.zip", subword_lines())
-    config = tmp_path / "joint.yaml"
-    config.write_text(yaml.safe_dump({
-        **TINY, "data": {**TINY["data"], "tokenizer": "subword", "joint_vocab": True, "vocab_size": 400, "max_len": 24},
-        "model": {**TINY["model"], "embed_size": 48, "share_embeddings": True, "tie_embeddings": True},
-        "train": {**TINY["train"], "epochs": 1}}), encoding="utf-8")
-    result = invoke("train", config, "--out", tmp_path / "run", "--data", corpus, "--quiet")
-    assert result.exit_code == 0, result.output
-    assert (tmp_path / "run/src.spm.model").read_bytes() == (tmp_path / "run/tgt.spm.model").read_bytes()
-    loaded = load_model(tmp_path / "run")
-    assert loaded.src_vocab == loaded.tgt_vocab
-    encoder, decoder = loaded.model.encoder, loaded.model.decoder
-    assert encoder.embedding.weight is decoder.embedding.weight is decoder.out.weight  # one matrix, three uses
-    tom = loaded.tokenizer.source_tokens(["Zbigniew"])[0]
-    assert tom == loaded.tokenizer.target_tokens(["Zbigniew"])[0]  # a name is cut alike on both sides
-    out = invoke("translate", *RARE, "-c", tmp_path / "run")
-    assert out.exit_code == 0 and "<unk>" not in out.stdout

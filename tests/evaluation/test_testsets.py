@@ -13,11 +13,10 @@ from pathlib import Path
 
 import pytest
 import yaml
-from conftest import TINY, toy_lines, train_toy_model, write_corpus_zip
+from conftest import TINY, toy_lines, train_toy_model, write_corpus_zip, seed_data
 from typer.testing import CliRunner
 
 from nmt.cli import app
-from nmt.config import DataConfig
 from nmt.data.corpus import split_pair
 from nmt.data.prepare import ensure_prepared
 from nmt.data.prepared_corpus import PreparedCorpus
@@ -199,8 +198,8 @@ def test_training_validates_on_the_given_dev_set_drops_the_overlap_and_rebuilds_
     assert "dropped from training" in overlap
     folder = next(p for p in (tmp_path / "data" / "prepared").iterdir() if p.is_dir())
     manifest = json.loads((folder / "manifest.json").read_text())
-    dev_sources = {" ".join(split_pair(*line.split("\t"), DataConfig())[1].src) for line in lines[:20]}
-    held_in_training = [line for line in lines if (found := split_pair(*line.split("\t"), DataConfig()))[0] != "test"
+    dev_sources = {" ".join(split_pair(*line.split("\t"), seed_data())[1].src) for line in lines[:20]}
+    held_in_training = [line for line in lines if (found := split_pair(*line.split("\t"), seed_data()))[0] != "test"
                         and " ".join(found[1].src) in dev_sources]  # the md5 test split is not given: it stays
     assert manifest["counts"]["valid"] == 21 and manifest["counts"]["overlap"] == len(held_in_training) >= 15
     assert manifest["counts"]["train"] + manifest["counts"]["overlap"] + manifest["counts"]["test"] == len(lines)

@@ -3,12 +3,12 @@ of its tokens: what the search tests of the number rules and of sampling decode 
 
 import torch
 
-from nmt.config import ModelConfig
 from nmt.data.protected_numbers import PLACEHOLDERS, SpanRule
 from nmt.data.vocab import SPECIALS, Vocab
 from nmt.inference.constraints import Rules, sentence_rules
 from nmt.inference.search import Specials
 from nmt.model import build_model
+from conftest import seed_model
 
 DIGITS = [str(d) for d in range(10)] + ["▁1", "1er"]
 VOCAB = Vocab(list(SPECIALS) + list(PLACEHOLDERS) + DIGITS + [f"w{i}" for i in range(8)])
@@ -22,7 +22,7 @@ TARGET_IDS = Specials(BOS, EOS)
 def biased_model(**bias: float):
     """A real model whose output layer prefers some tokens: 'digits', 'eos' or 'placeholders'."""
     torch.manual_seed(0)
-    model = build_model(ModelConfig(embed_size=8, hidden_size=16, num_layers=1), VOCAB, VOCAB).eval()
+    model = build_model(seed_model(embed_size=8, hidden_size=16, num_layers=1), VOCAB, VOCAB).eval()
     with torch.no_grad():
         for name, value in bias.items():
             ids = {"digits": DIGIT_IDS, "eos": [EOS], "placeholders": IDS}[name]

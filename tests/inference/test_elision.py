@@ -7,12 +7,12 @@ import pytest
 import torch
 
 import nmt
-from nmt.config import ModelConfig
 from nmt.data.vocab import SPECIALS, Vocab
 from nmt.inference.constraints import sentence_rules
 from nmt.inference.terms.elision import elided, rewritten
 from nmt.inference.search import Sources, Specials, forced, hypothesis
 from nmt.model import build_model
+from conftest import seed_model
 
 
 @pytest.fixture(scope="module")
@@ -45,7 +45,7 @@ def test_words_and_terms_french_does_not_change_are_left_as_they_are(target_toke
 def test_a_rewritten_output_is_scored_again_by_the_model_and_ranked_by_that_score():
     vocab = Vocab(list(SPECIALS) + ["▁la", "▁l", "'", "▁ami", "ami", "▁vu"])
     torch.manual_seed(0)
-    model = build_model(ModelConfig(embed_size=8, hidden_size=16, num_layers=1), vocab, vocab).eval()
+    model = build_model(seed_model(embed_size=8, hidden_size=16, num_layers=1), vocab, vocab).eval()
     specials = Specials(vocab.bos_id, vocab.eos_id)
     src, lens = torch.tensor([[vocab.stoi["▁vu"], vocab.eos_id]]), torch.tensor([2])
     sources = Sources(src, lens, torch.tensor([6]), [sentence_rules(None, 0, terms=[vocab.encode(["▁ami"])])])

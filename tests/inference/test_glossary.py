@@ -12,7 +12,6 @@ from typer.testing import CliRunner
 
 import nmt
 from nmt.cli import app
-from nmt.config import ModelConfig
 from nmt.data.vocab import SPECIALS, Vocab
 from nmt.errors import NmtError
 from nmt.inference.constraints import Pieces, Progress, sentence_rules
@@ -22,6 +21,7 @@ from nmt.inference.sampling import Sampling, samples
 from nmt.inference.search import Sources, Specials, beam_search, forced, greedy, search
 from nmt.inference.terms.steering import beam_for
 from nmt.model import build_model
+from conftest import seed_model
 
 NEVER = [WORDS[5], WORDS[6], WORDS[7]]  # words the model below never writes on its own
 
@@ -202,7 +202,7 @@ PIECES = pieces_of(PIECES_VOCAB.itos, subword=True)
 def _pieces_model(**bias: float):
     """A real model whose output layer prefers some pieces (by name) and never writes ▁mot unasked."""
     torch.manual_seed(0)
-    model = build_model(ModelConfig(embed_size=8, hidden_size=16, num_layers=1), PIECES_VOCAB, PIECES_VOCAB).eval()
+    model = build_model(seed_model(embed_size=8, hidden_size=16, num_layers=1), PIECES_VOCAB, PIECES_VOCAB).eval()
     with torch.no_grad():
         for piece, value in {**bias, "▁mot": -30.0}.items():
             model.decoder.out.bias[PIECES_VOCAB.stoi[piece]] += value
@@ -416,7 +416,7 @@ L, APOSTROPHE, AMI_WORD, AMI_GLUED = (ELISION_VOCAB.stoi[p] for p in ("▁l", "'
 
 def test_after_an_apostrophe_a_vowel_term_is_written_glued_to_it():
     torch.manual_seed(0)  # a real model that would end at once, and never writes "ami" of its own
-    model = build_model(ModelConfig(embed_size=8, hidden_size=16, num_layers=1), ELISION_VOCAB, ELISION_VOCAB).eval()
+    model = build_model(seed_model(embed_size=8, hidden_size=16, num_layers=1), ELISION_VOCAB, ELISION_VOCAB).eval()
     with torch.no_grad():
         model.decoder.out.bias[ELISION_VOCAB.eos_id] += 30.0
         model.decoder.out.bias[[AMI_WORD, AMI_GLUED]] -= 30.0

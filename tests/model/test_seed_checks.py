@@ -2,12 +2,12 @@
 
 import torch
 
-from nmt.config import ModelConfig
 from nmt.data.vocab import SPECIALS, Vocab
 from nmt.model import build_model
 from nmt.model.attention import AdditiveAttention, DotAttention, dot_scores, masked_softmax
 from nmt.model.decoder import Decoder
 from nmt.model.encoder import Encoder
+from conftest import seed_model
 
 
 def test_masked_softmax_zeroes_padding():
@@ -52,7 +52,7 @@ def test_seed_001_scores_weights_and_context():
 def test_seed_002_shapes():
     # batch 4, length 7, embed 8, hidden 16, 2 layers, vocab 10; nmt is batch-first, so the
     # encoder output the seed prints as (7, 4, 16) is (4, 7, 16) here.
-    seed = ModelConfig(embed_size=8, hidden_size=16, num_layers=2)
+    seed = seed_model(embed_size=8, hidden_size=16, num_layers=2)
     encoder, decoder = Encoder(10, seed), Decoder(10, seed)
     X = torch.zeros(4, 7, dtype=torch.long)
     outputs, (h, c) = encoder(X)
@@ -66,7 +66,7 @@ def test_seed_002_shapes():
 
 def test_model_built_from_config_has_the_seed_layout():
     vocab = Vocab(list(SPECIALS) + [f"w{i}" for i in range(6)])
-    model = build_model(ModelConfig(embed_size=8, hidden_size=16, num_layers=2), vocab, vocab)
+    model = build_model(seed_model(embed_size=8, hidden_size=16, num_layers=2), vocab, vocab)
     assert model.decoder.rnn.input_size == 8 + 16  # [context; embedding]
     assert model.decoder.out.out_features == 10
     assert isinstance(model.decoder.attention, AdditiveAttention)

@@ -49,8 +49,8 @@ def test_spec_reads_path_weight_and_tag():
     for bad in ("bt.tsv:0", "bt.tsv:-1:<bt>", "bt.tsv:1:<b t>"):
         with pytest.raises(ConfigError, match="bt.tsv"):
             CorpusSpec.parse(bad)
-    with pytest.raises(ConfigError, match="joint_vocab"):  # the decoder could write a tag of a joint model
-        config_from_dict({**TINY, "data": {**SUBWORD, "joint_vocab": True, "corpora": ["x.tsv:1:<bt>"]}})
+    with pytest.raises(ConfigError, match="a corpus tag needs data.tokenizer: subword"):
+        config_from_dict({**TINY, "data": {**TINY["data"], "tokenizer": "word", "corpora": ["x.tsv:1:<bt>"]}})
 
 
 def test_weights_draw_each_corpus_as_often_as_asked(corpora, tmp_path):

@@ -10,11 +10,10 @@ from pathlib import Path
 
 import pytest
 import yaml
-from conftest import REPO, toy_lines, train_toy_model, write_corpus_zip
+from conftest import REPO, toy_lines, train_toy_model, write_corpus_zip, seed_data
 from typer.testing import CliRunner
 
 from nmt.cli import app
-from nmt.config import DataConfig
 from nmt.data.corpus import load_splits
 from nmt.inference.translator import Translator
 from nmt.training import distill
@@ -70,7 +69,7 @@ def test_a_student_learns_the_teachers_translations_in_its_vocabularies_and_spli
     teacher_splits, student_splits = load_splits(teacher["corpus"]), load_splits(corpus)
     for split in ("valid", "test"):
         assert [p.raw for p in getattr(student_splits, split)] == [p.raw for p in getattr(teacher_splits, split)]
-    sources = distill.training_sources(teacher["corpus"], DataConfig())
+    sources = distill.training_sources(teacher["corpus"], seed_data())
     assert len(set(sources)) == len(sources) < len(teacher_splits.train)  # two translations of one source: once
     expected = Translator.load(str(run)).translate(sources[:40], beam=5)
     assert _translations(folder)[:40] == expected
@@ -111,7 +110,7 @@ def test_an_interrupted_translation_keeps_what_it_wrote_and_resumes(teacher, stu
     seen.update(calls=0, sentences=0, dies_at=None)
     result = _distill(str(teacher["run"]), "--out", "student", "--config", str(student_config), "--quiet")
     assert result.exit_code == 0, result.output
-    sources = distill.training_sources(teacher["corpus"], DataConfig())
+    sources = distill.training_sources(teacher["corpus"], seed_data())
     assert seen["sentences"] == len(sources) - 200  # only the rest was translated
     assert _translations(folder) == translate(Translator.load(str(teacher["run"])), sources, 5)
     record = json.loads((folder / distill.RECORD).read_text())

@@ -3,9 +3,8 @@ reports the share of numbers copied."""
 
 import pytest
 import yaml
-from conftest import TINY, toy_lines, write_corpus_zip
+from conftest import TINY, toy_lines, write_corpus_zip, seed_data
 
-from nmt.config import DataConfig
 from nmt.data.tokenizer import SubwordTokenizer
 from nmt.evaluation.report import numbers_copied
 
@@ -19,7 +18,7 @@ def corpus(tmp_path):
 
 def test_split_digits_cut_numbers_alike_on_both_sides():
     pairs = [line.split("\t") for line in toy_lines() + NUMBERS]
-    cfg = DataConfig(tokenizer="subword", vocab_size=320, subword_type="bpe", split_digits=True)
+    cfg = seed_data(tokenizer="subword", vocab_size=320, subword_type="bpe", split_digits=True)
     split = SubwordTokenizer.train([en for en, _ in pairs], [fr for _, fr in pairs], cfg)
     pieces = split.source_tokens(["I have 1987 cats."])[0], split.target_tokens(["J'ai 1987 chats."])[0]
     for side in pieces:

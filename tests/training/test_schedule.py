@@ -1,12 +1,12 @@
 import pytest
 
-from nmt.config import TrainConfig
 from nmt.training.stopping import Budget
 from nmt.training.schedule import LRSchedule
+from conftest import seed_train
 
 
 def test_linear_decays_over_the_budget_after_warmup():
-    schedule = LRSchedule(TrainConfig(lr=0.002, lr_schedule="linear", warmup_steps=10, min_lr=0.0002))
+    schedule = LRSchedule(seed_train(lr=0.002, lr_schedule="linear", warmup_steps=10, min_lr=0.0002))
     assert schedule.lr(0, 0.0) == pytest.approx(0.002 / 10)  # warm-up starts small ...
     assert schedule.lr(9, 0.0) == pytest.approx(0.002)  # ... and reaches lr at its last step
     assert schedule.lr(500, 0.5) == pytest.approx(0.0011)  # halfway between lr and min_lr
@@ -14,7 +14,7 @@ def test_linear_decays_over_the_budget_after_warmup():
 
 
 def test_plateau_decays_after_patience_and_survives_a_resume():
-    cfg = TrainConfig(lr=0.001, lr_schedule="plateau", lr_decay_factor=0.5, lr_decay_patience=2, min_lr=0.0002)
+    cfg = seed_train(lr=0.001, lr_schedule="plateau", lr_decay_factor=0.5, lr_decay_patience=2, min_lr=0.0002)
     schedule = LRSchedule(cfg)
     for improved in (True, False, True, False):  # never two stale validations in a row
         schedule.on_validation(improved)
@@ -29,7 +29,7 @@ def test_plateau_decays_after_patience_and_survives_a_resume():
 
 
 def test_constant_ignores_validations_and_progress():
-    schedule = LRSchedule(TrainConfig(lr=0.003))
+    schedule = LRSchedule(seed_train(lr=0.003))
     for _ in range(5):
         schedule.on_validation(False)
     assert schedule.lr(10_000, 0.99) == 0.003

@@ -12,7 +12,8 @@ tab-separated file under a temporary folder that is deleted at the end (never co
 For each size it runs, as separate processes with `configs/default.yaml`:
 - `nmt prepare` (cold): wall time, pairs/s, the prepared folder's size, peak RSS;
 - `nmt train` on the prepared data (warm: a cache hit): seconds from the process start to the
-  log line of the first training step, and peak RSS over its first 100 steps.
+  log line of the first training step, and peak RSS over its first 100 steps; then a later start
+  (a new run on the same folder, which reads what the first start kept there) to its first step.
 """
 
 from __future__ import annotations
@@ -105,22 +106,24 @@ def main() -> None:
             common = [args.config, "--data", str(corpus), "--set", f"data.prepared_dir={prepared}"]
             wall, prep_rss, _ = run_measured(nmt + ["prepare", *common])
             size_mb = sum(p.stat().st_size for p in prepared.rglob("*") if p.is_file()) / 1e6
-            _, train_rss, first = run_measured(
-                nmt + ["train", *common, "--out", str(work / f"run-{pairs}"), "--set", "train.log_every=1",
-                       "--set", "train.eval_every=0", "--set", "train.save_every=0"], until_step=STEPS)
-            rows.append((pairs, wall, pairs / wall, corpus.stat().st_size / 1e6, size_mb, prep_rss, first, train_rss))
+            train = nmt + ["train", *common, "--set", "train.log_every=1", "--set", "train.eval_every=0",
+                           "--set", "train.save_every=0"]
+            _, train_rss, first = run_measured(train + ["--out", str(work / f"run-{pairs}")], until_step=STEPS)
+            _, _, later = run_measured(train + ["--out", str(work / f"again-{pairs}")], until_step=1)
+            rows.append((pairs, wall, pairs / wall, corpus.stat().st_size / 1e6, size_mb, prep_rss, first, later,
+                         train_rss))
             shutil.rmtree(prepared)
             corpus.unlink()
             print(f"{pairs:,} pairs done", file=sys.stderr, flush=True)
     finally:
         shutil.rmtree(work, ignore_errors=True)
     print(f"CPU: {cpu()}; {args.config}")
-    print("| pairs | prepare | pairs/s | corpus | prepared | prepare peak RSS | warm start to step 1 "
+    print("| pairs | prepare | pairs/s | corpus | prepared | prepare peak RSS | warm start to step 1 (first, later) "
           f"| train peak RSS ({STEPS} steps) |")
     print("|---|---|---|---|---|---|---|---|")
-    for pairs, wall, rate, corpus_mb, size_mb, prep_rss, first, train_rss in rows:
+    for pairs, wall, rate, corpus_mb, size_mb, prep_rss, first, later, train_rss in rows:
         print(f"| {pairs:,} | {wall:.1f} s | {rate:,.0f} | {corpus_mb:.0f} MB | {size_mb:.0f} MB | {prep_rss:,.0f} MB "
-              f"| {first:.1f} s | {train_rss:,.0f} MB |")
+              f"| {first:.1f} s, {later:.1f} s | {train_rss:,.0f} MB |")
     base = next((r for r in rows if r[0] == 1_000_000), rows[0])
     print(f"train peak RSS relative to {base[0]:,} pairs: "
           + ", ".join(f"{r[0]:,}: {r[-1] / base[-1]:.2f}x" for r in rows))

@@ -289,3 +289,27 @@ def _spy(function, calls: list):
         calls.append(args)
         return function(*args)
     return spied
+
+
+def test_training_lengths_are_kept_beside_the_stores_and_a_later_start_reads_them(tmp_path, monkeypatch):
+    from nmt.data.batches import TrainingSet
+    from nmt.data.indexed import IndexedArray, IndexedWriter
+
+    rng = np.random.default_rng(1)
+    for side in ("src", "tgt"):
+        writer = IndexedWriter(tmp_path / side, np.uint16)
+        for _ in range(300):
+            writer.add(rng.integers(4, 50, size=int(rng.integers(1, 12))).tolist())
+        writer.close()
+    src, tgt = IndexedArray(tmp_path / "src"), IndexedArray(tmp_path / "tgt")
+    cache = tmp_path / "train_lengths.8.npy"
+    first = TrainingSet.from_stores(src, tgt, 8, 2, cache=cache)
+    plain = TrainingSet.from_stores(src, tgt, 8, 2)
+    assert cache.is_file() and 0 < first.fitting() < 300
+    assert (first.src_lens == plain.src_lens).all() and (first.tgt_lens == plain.tgt_lens).all()
+    monkeypatch.setattr(IndexedArray, "sizes", lambda *a, **k: pytest.fail("read the sizes again"))
+    again = TrainingSet.from_stores(src, tgt, 8, 2, cache=cache)
+    assert (again.src_lens == plain.src_lens).all() and (again.tgt_lens == plain.tgt_lens).all()
+    np.save(cache, np.zeros((2, 299), np.uint8))  # lengths of other stores are not trusted
+    with pytest.raises(pytest.fail.Exception):
+        TrainingSet.from_stores(src, tgt, 8, 2, cache=cache)

@@ -27,7 +27,6 @@ PRECISIONS = ("auto", "fp32", "bf16")
 LR_SCHEDULES = ("constant", "plateau", "linear")
 TOKENIZERS = ("word", "subword")
 SUBWORD_TYPES = ("unigram", "bpe")
-ENSEMBLE_COMBINATIONS = ("log_prob", "prob")
 # A key set to `auto` is decided by the recipe for the corpus a run trains on (nmt/training/recipe.py).
 AUTO = "auto"
 RECIPE_KEYS = ("data.vocab_size", "data.max_len", "model.dropout", "model.embed_dropout", "model.output_dropout",
@@ -310,9 +309,6 @@ class DecodeConfig:
     # data.protect: search writes every source number exactly once and no digit of its own (false:
     # placeholders at most once each, digits free, as before; for comparison)
     strict_numbers: bool = True
-    # an ensemble (-c A+B) ranks tokens by the weighted mean of its models' log-probabilities (log_prob,
-    # OpenNMT-py's and Marian's way) or the log of their mean probability (prob, fairseq's)
-    ensemble: str = "log_prob"
 
     def __post_init__(self) -> None:
         _positive("decode", beam_size=self.beam_size, batch_size=self.batch_size,
@@ -320,7 +316,6 @@ class DecodeConfig:
         _at_least("decode", 0, max_sentence_words=self.max_sentence_words)
         _at_least("decode", 0, max_output_extra=self.max_output_extra, length_penalty=self.length_penalty,
                   glossary_length_penalty=self.glossary_length_penalty)
-        _one_of("decode", ENSEMBLE_COMBINATIONS, ensemble=self.ensemble)
 
 
 @dataclass(frozen=True)
@@ -397,7 +392,8 @@ REMOVED = {"model.residual": (False, *_RNMT), "model.layer_norm": (False, *_RNMT
            "data.insert_placeholders": (None, "links and emoji no longer reach the model: docs/results.md",
                                         "at dc78031 or before"),
            "data.joint_vocab": (False, *_IN_NO_CONFIG), "model.share_embeddings": (False, *_IN_NO_CONFIG),
-           "model.attention_query": ("previous", *_IN_NO_CONFIG)}
+           "model.attention_query": ("previous", *_IN_NO_CONFIG),
+           "decode.ensemble": ("log_prob", "fairseq's mean probability lost: docs/results.md", "at 3f25e0d or before")}
 
 
 def _without_removed(raw: dict[str, Any]) -> dict[str, Any]:

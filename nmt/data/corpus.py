@@ -397,12 +397,6 @@ def check_held_out(cfg: DataConfig) -> None:
         require_corpus(path, cfg, f"data.{split}")
 
 
-def load_corpus(cli_path: str | None, cfg: DataConfig) -> tuple[Path, Splits]:
-    """Find the corpus as `resolve_corpus` does and split it as the config says."""
-    path = resolve_corpus(cli_path, cfg)
-    return path, load_splits(path, cfg.num_pairs, cfg)
-
-
 def iter_text_lines(stream: BinaryIO, name: str) -> Iterator[str]:
     """Lines of a user's input, decoded one at a time (bounded memory); a line that is not
     UTF-8 is an error naming it."""

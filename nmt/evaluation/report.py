@@ -200,7 +200,7 @@ def evaluate_one(loaded: LoadedModel, device: torch.device, test: TestSet, where
     loose = tokenizer.protector is not None and not translator.cfg.strict_numbers
     refs = test.references
     examples = encode_pairs(test.pairs, loaded.src_vocab, loaded.tgt_vocab, tokenizer=tokenizer)
-    what = (f"ensemble of {len(loaded.members)} ({translator.cfg.ensemble} combined) {loaded.name}"
+    what = (f"ensemble of {len(loaded.members)} (mean log-probabilities) {loaded.name}"
             if loaded.members else f"checkpoint {loaded.path}")
     head = (f"{what} ({tokenizer.kind} tokenizer, {tokenizer.source_lang} -> "
             f"{tokenizer.target_lang}) | {where}: {len(refs.sources):,} sources, {len(test.pairs):,} pairs"

@@ -1,22 +1,19 @@
 """Ensembles: several models that share a tokenizer and vocabularies decode as one.
 
 At every step each model scores the next token from its own state, and search ranks the tokens
-by the combination of their distributions: the weighted mean of the log-probabilities (as
-OpenNMT-py and Marian combine; `decode.ensemble: log_prob`) or the log of the weighted mean
-probability (as fairseq does; `prob`). An `Ensemble` offers search what a model offers (`encode`
+by the weighted mean of their log-probabilities (as OpenNMT-py and Marian combine; fairseq's log
+of the mean probability lost: docs/results.md). An `Ensemble` offers search what a model offers (`encode`
 and `candidates`), so greedy and beam search, n-best lists, prefixes, number rules, forced
 scoring and the attention view work unchanged, with either engine behind each member.
 """
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 import torch
 
-from nmt.config import ENSEMBLE_COMBINATIONS
 from nmt.model.seq2seq import ranked, with_named
 
 
@@ -32,13 +29,11 @@ class EnsembleState:
 
 
 class Ensemble:
-    def __init__(self, models: Sequence, weights: Sequence[float] | None = None, combine: str = "log_prob"):
-        assert combine in ENSEMBLE_COMBINATIONS, combine  # decode.ensemble's rule, checked with the config
+    def __init__(self, models: Sequence, weights: Sequence[float] | None = None):
         weights = list(weights) if weights else [1.0] * len(models)
         total = sum(weights)
-        self.models, self.combine = list(models), combine
+        self.models = list(models)
         self.weights = [w / total for w in weights]
-        self.log_weights = torch.tensor([math.log(w) for w in self.weights])
 
     def encode(self, src: torch.Tensor, src_lens: torch.Tensor) -> EnsembleState:
         return EnsembleState(tuple(model.encode(src, src_lens) for model in self.models))
@@ -56,10 +51,7 @@ class Ensemble:
             states.append(new)
             attention = weight * weights.float() if attention is None else attention + weight * weights.float()
         stacked = torch.stack(log_probs)  # (models, rows, vocab)
-        log_weights = self.log_weights.to(stacked.device)[:, None, None]
-        if self.combine == "prob":
-            combined = torch.logsumexp(stacked + log_weights, dim=0)
-        else:  # a banned token's -inf times a weight stays -inf; 0 * -inf never happens (weights > 0)
-            combined = (stacked * log_weights.exp()).sum(0)
+        # (a banned token's -inf times a weight stays -inf; 0 * -inf never happens: weights > 0)
+        combined = (stacked * torch.tensor(self.weights, device=stacked.device)[:, None, None]).sum(0)
         top, ids = with_named(*ranked(combined, k), combined, also)
         return top, ids, combined[:, eos_id], EnsembleState(tuple(states)), attention

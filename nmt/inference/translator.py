@@ -350,7 +350,7 @@ class Translator:
         cfg = dataclasses.replace(loaded.cfg.decode, **{key: v for key, v in chosen.items() if v is not None})
         models = [member.model.to(device).eval() if engine == "torch" else load_engine(member.path, engine)
                   for member in loaded.members or [loaded]]
-        model = Ensemble(models, loaded.weights, cfg.ensemble) if loaded.members else models[0]
+        model = Ensemble(models, loaded.weights) if loaded.members else models[0]
         translator = cls(model, loaded.src_vocab, loaded.tgt_vocab, cfg, device, loaded.tokenizer,
                          frequent_words(loaded.path.parent))
         translator.cased = CasedWords.load(loaded.path.parent)

@@ -53,19 +53,16 @@ def test_an_ensemble_of_two_copies_is_that_model(runs):
     assert twice.translate("I have 73154 cats.") == single.translate("I have 73154 cats.")
 
 
-@pytest.mark.parametrize("combine", ["log_prob", "prob"])
-def test_two_models_score_the_combination_of_their_distributions(runs, combine, monkeypatch):
+def test_two_models_score_the_weighted_mean_of_their_log_probabilities(runs):
     """Forced scores of given outputs: each token's ensemble log-probability is the weighted mean of
-    the members' log-probabilities (log_prob) or the log of their weighted mean probability (prob)."""
+    the members' log-probabilities."""
     a, b = nmt.load(runs[0]), nmt.load(runs[1])
     both = nmt.load(f"{runs[0]}:2+{runs[1]}:1")
-    both.model.combine = combine
     outputs = a.translate(SENTENCES[:4])
     sa, sb, sab = (t.score(SENTENCES[:4], outputs) for t in (a, b, both))
     for x, y, z in zip(sa, sb, sab):
         la, lb = torch.tensor(x.token_scores), torch.tensor(y.token_scores)
-        expected = (2 * la + lb) / 3 if combine == "log_prob" else torch.logsumexp(
-            torch.stack([la + torch.log(torch.tensor(2 / 3)), lb + torch.log(torch.tensor(1 / 3))]), 0)
+        expected = (2 * la + lb) / 3
         assert z.token_scores == pytest.approx(expected.tolist(), abs=1e-4)
 
 
@@ -102,7 +99,7 @@ def test_every_command_takes_an_ensemble(runs, tmp_path):
                                          "--data", corpus])
     assert evaluated.exit_code == 0, evaluated.output
     name = f"{runs[0]}/best.pt+{runs[1]}/best.pt"  # each member as the checkpoint it resolved to
-    assert f"ensemble of 2 (log_prob combined) {name}" in evaluated.stdout
+    assert f"ensemble of 2 (mean log-probabilities) {name}" in evaluated.stdout
     assert "paired bootstrap resampling against " + name in evaluated.stdout
 
 

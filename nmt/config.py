@@ -24,7 +24,7 @@ ATTENTION_TYPES = ("additive", "dot")
 DECODERS = ("stepwise", "parallel")
 DEVICES = ("auto", "cpu", "cuda")
 PRECISIONS = ("auto", "fp32", "bf16")
-LR_SCHEDULES = ("constant", "plateau", "linear")
+LR_SCHEDULES = ("constant", "linear")
 TOKENIZERS = ("word", "subword")
 SUBWORD_TYPES = ("unigram", "bpe")
 # A key set to `auto` is decided by the recipe for the corpus a run trains on (nmt/training/recipe.py).
@@ -239,11 +239,9 @@ class TrainConfig:
     # batches a step: their gradients summed, the loss divided by all their target tokens (fairseq's --update-freq)
     accum_steps: int = 1
     lr: float | str = 0.001
-    lr_schedule: str = "linear"  # constant | plateau (decay when val BLEU stalls) | linear (to min_lr at the budget's end)
+    lr_schedule: str = "linear"  # constant | linear (to min_lr at the budget's end)
     warmup_steps: int = 0  # linear warm-up from 0 to lr over the first N steps
     min_lr: float = 0.0
-    lr_decay_factor: float = 0.5  # plateau: lr *= factor ...
-    lr_decay_patience: int = 2  # ... after this many validations without a better BLEU
     epochs: int | str = 10
     max_steps: int = 0  # 0: no step limit
     max_minutes: float = 30.0  # 0: no time limit; otherwise stop cleanly (validate, save) at the budget
@@ -279,12 +277,11 @@ class TrainConfig:
         _positive("train", batch_size=self.batch_size, lr=self.lr, epochs=self.epochs, log_every=self.log_every,
                   val_bleu_sentences=self.val_bleu_sentences, keep_last=self.keep_last,
                   val_beam_size=self.val_beam_size, val_max_pairs=self.val_max_pairs,
-                  lr_decay_patience=self.lr_decay_patience, accum_steps=self.accum_steps)
+                  accum_steps=self.accum_steps)
         _at_least("train", 0, max_steps=self.max_steps, max_minutes=self.max_minutes, clip_grad=self.clip_grad,
                       threads=self.threads, eval_every=self.eval_every, save_every=self.save_every,
                       patience=self.patience, warmup_steps=self.warmup_steps, min_lr=self.min_lr,
                       batch_tokens=self.batch_tokens, guided_alignment=self.guided_alignment)
-        _within("train", "(0, 1)", lr_decay_factor=self.lr_decay_factor)
         _within("train", "[0, 1)", label_smoothing=self.label_smoothing)
         _one_of("train", LR_SCHEDULES, lr_schedule=self.lr_schedule)
         _one_of("train", PRECISIONS, precision=self.precision)
@@ -381,6 +378,7 @@ SECTIONS = {"data": DataConfig, "model": ModelConfig, "train": TrainConfig, "dec
 _RNMT = ("it lost at 5 and 30 minutes on every seed: docs/results.md", "from before 2026-11-27")
 _TERMS = ("training with terms cost 1.3 to 3.1 test BLEU: docs/results.md", "at f71f73a or before")
 _LOST = ("it lost where it was measured: docs/results.md", "at f71f73a or before")
+_PLATEAU = ("the plateau schedule was in no config: docs/results.md", "at 77ff7c4 or before")
 _IN_NO_CONFIG = ("no shipped config or the recipe used it: docs/results.md", "at e99e089 or before")
 REMOVED = {"model.residual": (False, *_RNMT), "model.layer_norm": (False, *_RNMT),
            "model.attention_heads": (1, *_RNMT), "data.terms": (0.0, *_TERMS), "data.term_form": ("append", *_TERMS),
@@ -393,7 +391,10 @@ REMOVED = {"model.residual": (False, *_RNMT), "model.layer_norm": (False, *_RNMT
                                         "at dc78031 or before"),
            "data.joint_vocab": (False, *_IN_NO_CONFIG), "model.share_embeddings": (False, *_IN_NO_CONFIG),
            "model.attention_query": ("previous", *_IN_NO_CONFIG),
-           "decode.ensemble": ("log_prob", "fairseq's mean probability lost: docs/results.md", "at 3f25e0d or before")}
+           "decode.ensemble": ("log_prob", "fairseq's mean probability lost: docs/results.md", "at 3f25e0d or before"),
+           "train.lr_decay_factor": (0.5, *_PLATEAU), "train.lr_decay_patience": (2, *_PLATEAU)}
+# Values removed from a key that stays: a run or config holding one is refused as a removed key is.
+REMOVED_VALUES = {("train", "lr_schedule", "plateau"): _PLATEAU}
 
 
 def _without_removed(raw: dict[str, Any]) -> dict[str, Any]:
@@ -405,6 +406,10 @@ def _without_removed(raw: dict[str, Any]) -> dict[str, Any]:
             if raw[section].pop(key) != default and default is not None:
                 raise ConfigError(f"{dotted} was removed ({why}); a run trained with it needs nmt {last}; "
                                   f"in a config, delete the key")
+    for (section, key, value), (why, last) in REMOVED_VALUES.items():
+        if isinstance(raw.get(section), dict) and raw[section].get(key) == value:
+            raise ConfigError(f"{section}.{key}: {value} was removed ({why}); a run trained with it needs nmt "
+                              f"{last}; in a config, choose another")
     return raw
 
 

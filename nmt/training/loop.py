@@ -163,7 +163,6 @@ def validate_and_save(run: Run, reason: str, epoch: int | None = None) -> None:
     run.board.scalars(record["step"], {"valid/loss": result.loss, "valid/bleu": result.legacy.bleu,
                                        "valid/chrf": result.legacy.chrf, "valid/sacrebleu": result.standard.bleu})
     improved = progress.record(record)
-    run.schedule.on_validation(improved)
     path = save(run)
     if improved and path is not None:
         publish(path, run.out_dir / BEST)
@@ -186,8 +185,7 @@ def save(run: Run) -> Path | None:
     """A checkpoint from rank 0 (all ranks must call it: it gathers their RNG states); the one place
     that checks the losses before anything is written, so no checkpoint holds a diverged model."""
     run.progress.check_losses(run.device, run.out_dir)
-    progress = {**run.progress.state_dict(), "elapsed_s": run.budget.elapsed(),
-                "lr_schedule": run.schedule.state_dict()}
+    progress = {**run.progress.state_dict(), "elapsed_s": run.budget.elapsed()}
     progress["rng"].update(torch=torch.get_rng_state(), torch_ranks=distributed.gather(torch.get_rng_state(), run.world))
     if not run.world.is_main:
         return None

@@ -133,7 +133,6 @@ def restore(state: dict, model: Seq2Seq, optimizer: torch.optim.Optimizer, sched
     optimizer.load_state_dict(state["optimizer"])
     saved = state["progress"]
     progress.load_state_dict(saved)
-    schedule.load_state_dict(saved.get("lr_schedule", {"scale": 1.0, "stale": 0}))
     rank_states = saved["rng"].get("torch_ranks", [])
     if len(rank_states) == world.size:
         torch.set_rng_state(rank_states[world.rank])

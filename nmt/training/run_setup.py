@@ -119,15 +119,15 @@ def setup(cfg: Config, out_dir: Path, data_path: str | None = None, resume: dict
         logger.info("initialised from %s (sha256 %s): its weights, tokenizer and vocabularies; optimizer, "
                     "schedule, progress and budget start fresh", parent.path, parent.sha256[:12])
     if resume is not None:
-        elapsed = restore(resume, model, optimizer, schedule, progress, world, out_dir)
+        elapsed = restore(resume, model, optimizer, progress, world, out_dir)
     translator = Translator(model, data.src_vocab, data.tgt_vocab, cfg.decode, device, data.tokenizer)
     return Run(cfg, out_dir, world, device, data, model, trained, optimizer, schedule, translator, progress,
                Budget(cfg.train.max_steps, cfg.train.max_minutes, elapsed), steps, first_epoch, board,
                clock=elapsed)
 
 
-def restore(state: dict, model: Seq2Seq, optimizer: torch.optim.Optimizer, schedule: LRSchedule,
-            progress: Progress, world: distributed.World, out_dir: Path) -> float:
+def restore(state: dict, model: Seq2Seq, optimizer: torch.optim.Optimizer, progress: Progress,
+            world: distributed.World, out_dir: Path) -> float:
     """Continue from a checkpoint: weights, optimizer, position, RNG states; returns the time spent."""
     model.load_state_dict(state["model"])
     optimizer.load_state_dict(state["optimizer"])

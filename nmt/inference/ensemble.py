@@ -34,6 +34,7 @@ class Ensemble:
         total = sum(weights)
         self.models = list(models)
         self.weights = [w / total for w in weights]
+        self.weight_column = torch.tensor(self.weights)[:, None, None]  # (models, 1, 1): made once, not each step
 
     def encode(self, src: torch.Tensor, src_lens: torch.Tensor) -> EnsembleState:
         return EnsembleState(tuple(model.encode(src, src_lens) for model in self.models))
@@ -52,6 +53,6 @@ class Ensemble:
             attention = weight * weights.float() if attention is None else attention + weight * weights.float()
         stacked = torch.stack(log_probs)  # (models, rows, vocab)
         # (a banned token's -inf times a weight stays -inf; 0 * -inf never happens: weights > 0)
-        combined = (stacked * torch.tensor(self.weights, device=stacked.device)[:, None, None]).sum(0)
+        combined = (stacked * self.weight_column.to(stacked.device)).sum(0)
         top, ids = with_named(*ranked(combined, k), combined, also)
         return top, ids, combined[:, eos_id], EnsembleState(tuple(states)), attention

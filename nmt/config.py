@@ -334,6 +334,16 @@ class Config:
         return getattr(getattr(self, section), key)
 
 
+def require_decided(cfg: Config) -> Config:
+    """`cfg` as a run trains with it: no `auto` left in a recipe key or the precision, so that the
+    model and the loop read numbers and booleans, never the string."""
+    left = cfg.auto_keys() + (["train.precision"] if cfg.train.precision == AUTO else [])
+    if left:
+        raise ConfigError(f"{', '.join(left)}: still auto where the run starts (the recipe and the "
+                          f"precision decide them first: nmt.training.run_setup.setup)")
+    return cfg
+
+
 def _check_type(value: Any, annotation: Any, key: str) -> Any:
     """Return `value` if it fits `annotation` (ints are accepted as floats), else raise."""
     options = typing.get_args(annotation) if isinstance(annotation, types.UnionType) else (annotation,)

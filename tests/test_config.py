@@ -102,3 +102,16 @@ def test_the_dataclass_defaults_are_the_default_configs():
     assert auto  # (the recipe's keys exist)
     assert {(s, k): v for s, keys in written.items() for k, v in keys.items() if (s, k) not in auto} == \
         {(s, k): v for s, keys in default.items() for k, v in keys.items() if (s, k) not in auto}
+
+
+def test_a_run_starts_with_every_auto_decided():
+    from nmt.config import config_from_dict, require_decided
+    from nmt.data.vocab import SPECIALS, Vocab
+    from nmt.model.seq2seq import build_model
+    vocab = Vocab(list(SPECIALS) + ["a", "b"])
+    raw = yaml.safe_load((REPO / "configs/default.yaml").read_text())
+    undecided = config_from_dict(raw)
+    with pytest.raises(ConfigError, match="model.alignment_head.*still auto"):
+        require_decided(undecided)
+    with pytest.raises(ConfigError, match="alignment_head must be decided"):
+        build_model(undecided.model, vocab, vocab)

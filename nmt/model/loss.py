@@ -10,7 +10,6 @@ from collections.abc import Sequence
 import torch
 from torch.autograd.function import once_differentiable
 
-from nmt import hardware
 from nmt.data.batches import Batch, Example, iterate_batches
 from nmt.model import Seq2Seq
 
@@ -18,9 +17,10 @@ from nmt.model import Seq2Seq
 def autocast(device: torch.device, precision: str) -> torch.autocast:
     """bf16 autocast runs the matrix products in bfloat16 (several times the fp32 rate on CPUs
     with avx512_bf16 and on GPUs) while weights, optimizer state and the loss stay fp32.
-    `precision` is the one a run decided (`train.resolve_runtime`); 'auto' is looked up here."""
-    bf16 = precision == "bf16" or (precision == "auto" and hardware.fast_bf16(device))
-    return torch.autocast(device.type, dtype=torch.bfloat16, enabled=bf16)
+    `precision` is the one a run decided (`run_setup.resolve_runtime`): fp32 or bf16."""
+    if precision not in ("fp32", "bf16"):
+        raise ValueError(f"precision must be decided, fp32 or bf16 (got {precision!r})")
+    return torch.autocast(device.type, dtype=torch.bfloat16, enabled=precision == "bf16")
 
 
 class SummedCrossEntropy(torch.autograd.Function):

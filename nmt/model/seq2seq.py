@@ -6,6 +6,7 @@ import torch
 from torch import nn
 
 from nmt.config import ModelConfig
+from nmt.errors import ConfigError
 from nmt.data.vocab import Vocab
 from nmt.hardware import to_device
 from nmt.model.alignment_head import AlignmentHead
@@ -103,7 +104,9 @@ class Seq2Seq(nn.Module):
 
 def build_model(cfg: ModelConfig, src_vocab: Vocab, tgt_vocab: Vocab) -> Seq2Seq:
     """The model of `cfg` for these vocabularies."""
+    if not isinstance(cfg.alignment_head, bool):
+        raise ConfigError(f"model.alignment_head must be decided before a model is built (got {cfg.alignment_head!r})")
     encoder = Encoder(len(src_vocab), cfg, src_vocab.pad_id)
     decoder = (ParallelDecoder if cfg.decoder == "parallel" else Decoder)(len(tgt_vocab), cfg, tgt_vocab.pad_id)
-    head = AlignmentHead(cfg.hidden_size, cfg.embed_size) if cfg.alignment_head is True else None  # (auto: decided)
+    head = AlignmentHead(cfg.hidden_size, cfg.embed_size) if cfg.alignment_head else None
     return Seq2Seq(encoder, decoder, head)

@@ -14,7 +14,7 @@ from pathlib import Path
 import torch
 
 from nmt import hardware
-from nmt.config import Config
+from nmt.config import Config, require_decided
 from nmt.data.epoch_order import EpochBatches
 from nmt.inference.translator import Translator
 from nmt.model import Seq2Seq, build_model
@@ -99,6 +99,7 @@ def setup(cfg: Config, out_dir: Path, data_path: str | None = None, resume: dict
         write_run_files(data, cfg, out_dir)
     first_epoch = epoch_batches(data, cfg, 1, world)
     cfg, precision = settle_precision(cfg, requested, device, data, first_epoch, world)
+    cfg = require_decided(cfg)  # what the model and the loop read from here on
     logger.info("device %s, %s, %d threads", device, precision, torch.get_num_threads())
     model, trained, optimizer = build_training_model(cfg, data, device, world)
     size, unit = ((cfg.train.batch_tokens, "padded target tokens") if cfg.train.batch_tokens

@@ -109,8 +109,10 @@ def test_auto_precision_follows_the_hardware():
     cpu = torch.device("cpu")
     expected = "bf16" if hardware.fast_bf16(cpu) else "fp32"
     assert hardware.resolve_precision("auto", cpu) == expected
-    with autocast(cpu, "auto"):
+    with autocast(cpu, expected):
         assert torch.is_autocast_enabled("cpu") == (expected == "bf16")
+    with pytest.raises(ValueError, match="decided"):
+        autocast(cpu, "auto")  # decided once, at the run's start, not at every batch
     with autocast(cpu, "fp32"):
         assert not torch.is_autocast_enabled("cpu")
 

@@ -364,3 +364,24 @@ def test_file_input_is_streamed_in_chunks(trained, tmp_path, monkeypatch):
     assert result.exit_code == 0
     assert result.stdout.splitlines() == ["Je vois un chat."] * 1100
     assert seen == [512, 512, 76]
+
+
+def test_one_input_is_tokenized_and_glossary_matched_once_whatever_it_is_asked_for(trained, tmp_path, monkeypatch):
+    """--align, --markup and a glossary read the sentence record the search read: its attention
+    comes from the ids already made, not from tokenizing the text again."""
+    from nmt.data.tokenizer import WordTokenizer
+    from nmt.inference.terms.glossary import Glossary
+    tokenized, matched = [], []
+    source_tokens, matches = WordTokenizer.source_tokens, Glossary.matches
+    monkeypatch.setattr(WordTokenizer, "source_tokens", lambda self, texts: tokenized.extend(texts) or source_tokens(
+        self, texts))
+    monkeypatch.setattr(Glossary, "matches", lambda self, text: matched.append(text) or matches(self, text))
+    terms = tmp_path / "terms.tsv"
+    terms.write_text("cat\tmaison\n", encoding="utf-8")
+    result = invoke("translate", "I see a <b>cat</b>. He has the car.", "-c", trained["run"], "--align", "--markup",
+                    "--glossary", terms)
+    assert result.exit_code == 0, result.output
+    text, links = result.stdout.rstrip("\n").split("\t")  # the translation, then its alignment
+    assert "maison" in text and text.count("<b>") == text.count("</b>") == 1 and re.fullmatch(r"(\d+-\d+ ?)+", links)
+    assert sorted(tokenized) == ["He has the car.", "I see a cat."]  # each sentence once, tags out
+    assert sorted(matched) == sorted(tokenized)

@@ -109,7 +109,7 @@ class Tokenizer(Protocol):
     def source_tokens(self, texts: Sequence[str]) -> list[list[str]]: ...
     def target_tokens(self, texts: Sequence[str]) -> list[list[str]]: ...
     def target_text(self, tokens: Sequence[str]) -> str: ...
-    def legacy_text(self, tokens: Sequence[str]) -> str: ...
+    def legacy_text(self, tokens: Sequence[str], text: str) -> str: ...  # text: target_text(tokens), already made
     def save(self, run_dir: Path) -> None: ...
 
 
@@ -127,7 +127,7 @@ class WordTokenizer:
     def target_text(self, tokens: Sequence[str]) -> str:
         return word_text(tokens, self.target_lang)
 
-    def legacy_text(self, tokens: Sequence[str]) -> str:
+    def legacy_text(self, tokens: Sequence[str], text: str) -> str:
         return TOKENIZER.detokenize(list(tokens))
 
     def save(self, run_dir: Path) -> None:
@@ -244,8 +244,8 @@ class SubwordTokenizer:
         # in all it reads, so the output gets them collapsed too.
         return _SPACES.sub(" ", self.tgt.decode_pieces(list(tokens))).strip(" ")
 
-    def legacy_text(self, tokens: Sequence[str]) -> str:
-        return legacy_form(self.target_text(tokens))
+    def legacy_text(self, tokens: Sequence[str], text: str) -> str:
+        return legacy_form(text)  # (the pieces decoded once: `text` is their target_text)
 
     def save(self, run_dir: Path) -> None:
         for name, model in zip(SUBWORD_FILES, self.models):

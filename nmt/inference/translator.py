@@ -73,6 +73,8 @@ class Translation:
     split: WordSplit = field(default_factory=lambda: WordSplit([]), repr=False, compare=False)
     source: str | None = None  # the sentence the model read (a source in capitals: in sentence case), None: as given
     parts: tuple[Translation, ...] = ()  # a text of several sentences: each one's translation, in order
+    # the record its search read (ids, spans): what its attention is read from, with no second tokenization
+    sentence: Sentence | None = field(default=None, repr=False, compare=False)
 
     @property
     def words(self) -> list[str]:
@@ -134,7 +136,7 @@ def translation(tokenizer: Tokenizer, tokens: list[str], hyp: Hypothesis, senten
     spans put back as written), with its scores by token and by word."""
     numbers = sentence.numbers
     text = restyled(tokenizer.target_text(tokens), sentence.style)  # (before the spans: a link keeps its case)
-    tokenized = tokenizer.legacy_text(tokens) if sentence.style == SENTENCE else legacy_form(text)
+    tokenized = tokenizer.legacy_text(tokens, text) if sentence.style == SENTENCE else legacy_form(text)
     if numbers:  # data.protect: the numbers back, in the target's conventions
         text = tokenizer.protector.restore(text, numbers)  # type: ignore[union-attr]
         tokenized = legacy_form(text)
@@ -143,7 +145,8 @@ def translation(tokenizer: Tokenizer, tokens: list[str], hyp: Hypothesis, senten
                           if numbers else tokens)
     else:
         split = WordSplit(None, text, tokens)
-    return Translation(text, tokenized, hyp.normalized, tokens, hyp.token_scores, split, sentence.text or None)
+    return Translation(text, tokenized, hyp.normalized, tokens, hyp.token_scores, split, sentence.text or None,
+                       sentence=sentence if sentence.ids else None)
 
 
 def shown(tokenizer: Tokenizer, src_tokens: list[str], out_tokens: list[str], weights: torch.Tensor,
@@ -263,7 +266,7 @@ def score_given(translator: Translator, texts: Sequence[str], outputs: Sequence[
     results = [Translation("", "", math.nan, []) for _ in texts]
     for i, (scores, _) in forced_batches(translator, src_ids, out_ids).items():
         hyp = hypothesis(out_ids[i], sum(scores), translator.cfg.length_penalty, scores)
-        results[i] = translation(tokenizer, vocab.decode(out_ids[i]), hyp, Sentence(0, [], numbers[i], Rules(), 0))
+        results[i] = translation(tokenizer, vocab.decode(out_ids[i]), hyp, Sentence(0, src_ids[i], numbers[i], Rules(), 0))
     return results
 
 
@@ -279,7 +282,10 @@ def attentions(translator: Translator, texts: Sequence[str], translations: Seque
     """The attention behind each translation of `texts` (a forced decoding of its own tokens,
     batched by source length); a text of several sentences gets its sentences' side by side."""
     each = [(i, part) for i, t in enumerate(translations) for part in (t.parts or (t,))]
-    sentences = translator.sentences([texts[i] if part.source is None else part.source for i, part in each])
+    unread = [k for k, (_, part) in enumerate(each) if part.sentence is None]  # outputs given, not searched
+    read = iter(translator.sentences([texts[each[k][0]] if each[k][1].source is None else each[k][1].source
+                                      for k in unread]))
+    sentences = [part.sentence if part.sentence is not None else next(read) for _, part in each]
     src_ids = [s.ids or [translator.src_vocab.eos_id] for s in sentences]
     found = forced_batches(translator, src_ids, [translator.tgt_vocab.encode(part.tokens) for _, part in each],
                            scored=False)

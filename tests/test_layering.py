@@ -9,7 +9,7 @@ from pathlib import Path
 import nmt
 
 PACKAGE = Path(nmt.__file__).resolve().parent
-# `core` is the top level: config, errors, hardware, progress_bar.
+# `core` is the top level: config, errors, files, hardware, progress_bar.
 LAYERS = ["core", "data", "model", "inference", "evaluation", "training", "serving", "cli"]
 # The package's front door may reach anything (lazily: `import nmt` loads no torch), and
 # `python -m nmt` runs the command line.

@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -16,6 +15,7 @@ from nmt.data.epoch_order import bucket_batches
 from nmt.data.indexed import IndexedArray
 from nmt.data.tokenizer import Tokenizer
 from nmt.data.vocab import Vocab
+from nmt.files import write_atomically
 from nmt.hardware import to_device
 
 
@@ -196,9 +196,7 @@ def _cached_lengths(path: Path, n: int, dtype: type) -> np.ndarray | None:
 
 def _keep_lengths(path: Path, lens: np.ndarray) -> None:
     """Written atomically; where it cannot be written, the next start reads the sizes again."""
-    tmp = path.with_name(f"{path.name}.tmp-{os.getpid()}.npy")
     try:
-        np.save(tmp, lens, allow_pickle=False)
-        os.replace(tmp, path)
+        write_atomically(path, lambda f: np.save(f, lens, allow_pickle=False))
     except OSError:
-        tmp.unlink(missing_ok=True)
+        pass

@@ -10,7 +10,6 @@ import logging
 import os
 import pickle
 import shutil
-import tempfile
 import zipfile
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -22,6 +21,7 @@ from nmt.config import Config, saved_config
 from nmt.data.tokenizer import Tokenizer, load_tokenizer
 from nmt.data.vocab import Vocab
 from nmt.errors import CheckpointError, ConfigError
+from nmt.files import write_atomically
 from nmt.model import Seq2Seq, build_model
 from nmt.model.runs import LAST, ensemble_members, resolve_checkpoint
 
@@ -29,20 +29,8 @@ logger = logging.getLogger(__name__)
 
 
 def atomic_save(obj: Any, path: Path) -> None:
-    """Write to a temporary file in the same folder, fsync, then rename over `path`.
-
-    A crash or a full disk mid-save leaves the previous file at `path` untouched.
-    """
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as f:
-            torch.save(obj, f)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    """A crash or a full disk mid-save leaves the previous file at `path` untouched."""
+    write_atomically(path, lambda f: torch.save(obj, f), durable=True)
 
 
 def checkpoint_state(model: Seq2Seq, optimizer: torch.optim.Optimizer | None, cfg: Config,

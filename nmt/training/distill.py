@@ -23,6 +23,7 @@ from nmt.config import DataConfig
 from nmt.data.corpus import Overlap, PairReader, SplitCounter, held_out_files, split_pairs
 from nmt.data.manifest import corpus_change, corpus_name, file_sha256
 from nmt.errors import NmtError
+from nmt.files import write_text_atomically
 from nmt.inference.engines import engine_device
 from nmt.inference.translator import Translator
 from nmt.model.checkpoint import LoadedModel, load_models
@@ -126,7 +127,7 @@ def kept_translations(folder: Path, record: dict) -> list[str]:
     if not same or not path.is_file():
         folder.mkdir(parents=True, exist_ok=True)
         path.write_bytes(b"")
-        _write_atomically(folder / RECORD, json.dumps(record, indent=1) + "\n")
+        write_text_atomically(folder / RECORD, json.dumps(record, indent=1) + "\n")
         return []
     data = path.read_bytes()
     whole = data[: data.rfind(b"\n") + 1]
@@ -171,10 +172,4 @@ def write_student_corpus(path: Path, corpus: Path, cfg: DataConfig, translations
         if not target:
             continue  # the teacher wrote nothing: no pair to learn from
         lines.append(f"{target}\t{pair.src_text}\n" if cfg.reverse else f"{pair.src_text}\t{target}\n")
-    _write_atomically(path, "".join(lines))
-
-
-def _write_atomically(path: Path, text: str) -> None:
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(text, encoding="utf-8")
-    os.replace(tmp, path)
+    write_text_atomically(path, "".join(lines))

@@ -23,6 +23,7 @@ import torch
 
 from nmt import hardware
 from nmt.config import Config
+from nmt.files import write_text_atomically
 from nmt.model import build_model
 from nmt.training import distributed
 from nmt.training.run_data import TrainingData
@@ -103,8 +104,6 @@ def _write(path: Path, cache: dict) -> None:
     """Best effort and atomic: a cache that cannot be written only costs the next run a measurement."""
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_name(f"{path.name}.tmp-{os.getpid()}")
-        tmp.write_text(json.dumps(cache, indent=1, sort_keys=True) + "\n", encoding="utf-8")
-        os.replace(tmp, path)
+        write_text_atomically(path, json.dumps(cache, indent=1, sort_keys=True) + "\n")
     except OSError as e:
         logger.warning("could not cache the precision measurement in %s: %s", path, e)

@@ -37,7 +37,6 @@ import contextlib
 import dataclasses
 import json
 import logging
-import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -50,6 +49,7 @@ from nmt.data.links import aligner_installed
 from nmt.data.manifest import corpus_files, corpus_name, file_stat
 from nmt.data.prepared_corpus import PreparedCorpus
 from nmt.errors import DataError
+from nmt.files import write_text_atomically
 from nmt.training import distributed
 from nmt.training.run_data import prepared_once
 
@@ -170,9 +170,7 @@ def length_limit(folder: Path, cfg: DataConfig, corpus: Path) -> tuple[int, floa
 def _write_record(path: Path, record: dict[str, Any]) -> None:
     """A shortcut written atomically; where it cannot be written, the next start works it out again."""
     try:
-        tmp = path.with_name(f"{path.name}.tmp-{os.getpid()}")
-        tmp.write_text(json.dumps(record), encoding="utf-8")
-        os.replace(tmp, path)
+        write_text_atomically(path, json.dumps(record))
     except OSError:
         pass
 

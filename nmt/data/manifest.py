@@ -19,6 +19,9 @@ MANIFEST = "manifest.json"
 # The data config keys that shape the prepared files (not max_len: pairs are filtered when read).
 SHAPING = ("src_lang", "tgt_lang", "reverse", "num_pairs", "min_freq", "tokenizer", "vocab_size", "subword_type",
            "split_digits", "subword_sample")
+# what makes the tokenizer and vocabularies (so a run started from another's must match it): the
+# shaping keys but the pair count, with data.protect's reserved placeholders
+VOCABULARY_KEYS = tuple(key for key in SHAPING if key != "num_pairs") + ("protect",)
 
 
 def shaping_config(cfg: DataConfig) -> dict[str, Any]:

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from nmt.config import Config, apply_overrides, config_from_dict, read_raw_config, saved_config
-from nmt.data.manifest import file_sha256
+from nmt.data.manifest import VOCABULARY_KEYS, file_sha256
 from nmt.data.tokenizer import Tokenizer, load_tokenizer
 from nmt.data.vocab import Vocab
 from nmt.errors import CheckpointError, ConfigError, NmtError
@@ -22,10 +22,6 @@ from nmt.model.checkpoint import read_checkpoint
 from nmt.model.runs import resolve_checkpoint
 
 # The data keys whose change would call for other vocabularies than the parent's.
-VOCABULARY_KEYS = ("src_lang", "tgt_lang", "reverse", "tokenizer", "vocab_size", "subword_type",
-                   "split_digits", "subword_sample", "min_freq", "protect")
-
-
 @dataclass(frozen=True)
 class Parent:
     path: Path

@@ -1,9 +1,10 @@
-"""The default recipe on corpora unlike the one it was tuned on: arms of configs/default.yaml
-trained for the same minutes, one after the other, on Multi30k (en->de, de->en) and on a 29k-pair
-random subset of fra-eng, scored as the papers score them.
+"""Arms of a config trained for the same minutes, one after the other on this machine, and scored as
+the papers score them: on fra-eng (whole, or a random subset) with `nmt eval --bleu`, on Multi30k
+(en->de, de->en) both as the multimodal papers and as sacreBLEU score it.
 
     python scripts/experiments/corpus_recipe.py multi30k-en-de --seeds 1 2
-    python scripts/experiments/corpus_recipe.py multi30k-de-en fra-eng-29k --arm recipe= --arm before=@before
+    python scripts/experiments/corpus_recipe.py fra-eng --minutes 30 --seeds 1 2 --arm base= --arm ls=train.label_smoothing=0.1
+    python scripts/experiments/corpus_recipe.py fra-eng-29k --config configs/quickstart.yaml --minutes 5 --arm base= --arm b32=train.batch_size=32
     python scripts/experiments/corpus_recipe.py score RACE/onmt-test.hyp RACE/nmt-test.hyp --test test_2016_flickr
     python scripts/experiments/corpus_recipe.py score RUN/val.de.hyp --tokenized RUN-tok/val.de.hyp --test val
 
@@ -20,13 +21,13 @@ Corpora:
 - fra-eng-29k: 29,000 pairs drawn (seed 1) from fra-eng's training split, written with fra-eng's
   whole held-out splits to data/fra-eng-29k.tsv, so its test split is fra-eng's (`nmt eval --bleu`);
   fra-eng-80k (or any fra-eng-<N>k) likewise, N thousand pairs: a corpus between the sizes above.
-- fra-eng: the whole corpus, `nmt eval --bleu` on its test split.
+- fra-eng: the whole corpus, `nmt eval --bleu` on its test split (beam 5): steps, last validation,
+  test BLEU / chrF and the rare-word subset's BLEU of each arm.
 
-An arm is NAME=KEY=VALUE[,KEY=VALUE...] (`--set` overrides; NAME= alone is the config as it is);
-`@before` stands for configs/default.yaml as it was before the recipe (the keys it decides, and
-the stepwise decoder).
+An arm is NAME=KEY=VALUE[,KEY=VALUE...] (`--set` overrides; NAME= alone is the config as it is).
 Paired bootstrap (sacreBLEU, 1,000 samples) against the first arm. Runs go to
-runs/recipe/<corpus>/<arm>-s<seed>; a finished run is kept and skipped.
+runs/recipe/<corpus>/<config>-<minutes>min/<arm>-s<seed>; a finished run is kept and skipped, so
+an interrupted comparison resumes. Never run two of these at once: they would share the cores.
 """
 
 from __future__ import annotations
@@ -44,15 +45,16 @@ REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 
 from nmt.hardware import cpu_name, noted_flags  # noqa: E402
-from scripts.experiments.budget_arms import parse_arm  # noqa: E402
 from scripts.experiments.domain_adaptation import corpus_lines, last_validation, nmt, scores, train  # noqa: E402
 
-# configs/default.yaml as it was before the recipe (HEAD 7a01dab): the recipe's keys, and the
-# stepwise decoder it had until the parallel one measured better on each corpus
-BEFORE = ["data.vocab_size=8000", "data.max_len=26", "model.dropout=0.2", "model.embed_dropout=0.0",
-          "model.output_dropout=0.0", "train.label_smoothing=0.0", "train.lr=0.002", "train.epochs=10", "train.patience=0",
-          "model.decoder=stepwise", "model.input_feeding=true", "model.attention_query=current"]
 TEST_SETS = ("test_2016_flickr", "test_2017_flickr")
+
+
+def parse_arm(text: str) -> tuple[str, list[str]]:
+    name, _, changes = text.partition("=")
+    if not name:
+        sys.exit(f"--arm {text!r}: expected NAME=KEY=VALUE[,KEY=VALUE...]")
+    return name, [c for c in changes.split(",") if c]
 
 
 def multi30k_files(folder: Path) -> Path:
@@ -182,7 +184,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("corpora", nargs="+", type=corpus_name,
                         help="multi30k-en-de, multi30k-de-en, fra-eng, fra-eng-<N>k (N thousand pairs of fra-eng)")
-    parser.add_argument("--arm", action="append", help="NAME=KEY=VALUE[,...]; default: recipe= and before=@before")
+    parser.add_argument("--arm", action="append", help="NAME=KEY=VALUE[,...]; default: recipe= (the config as it is)")
+    parser.add_argument("--config", default="configs/default.yaml")
     parser.add_argument("--seeds", type=int, nargs="+", default=[1])
     parser.add_argument("--minutes", type=float, default=30)
     parser.add_argument("--multi30k", type=Path, default=Path("data/multi30k"))
@@ -190,9 +193,7 @@ def main() -> None:
     parser.add_argument("--fra-eng", type=Path, default=Path(os.environ.get("NMT_CORPUS", "data/fra-eng.zip")))
     args = parser.parse_args()
     os.chdir(REPO)
-    arms = [parse_arm(a) for a in (args.arm or ["recipe=", "before=@before"])]
-    arms = [(name, [c for change in changes for c in (BEFORE if change == "@before" else [change])])
-            for name, changes in arms]
+    arms = [parse_arm(a) for a in (args.arm or ["recipe="])]
     flags = " ".join(noted_flags())
     print(f"CPU: {cpu_name()} ({flags}; ONEDNN_MAX_CPU_ISA={os.environ.get('ONEDNN_MAX_CPU_ISA', 'all')})",
           flush=True)
@@ -212,9 +213,10 @@ def main() -> None:
             runs = []
             for name, changes in arms:
                 form = "-tok" if args.tokenized and corpus.startswith("multi30k") else ""
-                run = Path("runs/recipe") / f"{corpus}{form}" / f"{name}-s{seed}"
+                run = Path("runs/recipe") / f"{corpus}{form}" / f"{Path(args.config).stem}-{args.minutes:g}min" / \
+                    f"{name}-s{seed}"
                 sets = [a for c in [*changes, f"train.seed={seed}"] for a in ("--set", c)]
-                train(run, *data, "--max-minutes", str(args.minutes), *sets)
+                train(run, args.config, *data, "--max-minutes", str(args.minutes), *sets)
                 runs.append((name, run))
             print(f"\n## {corpus}, seed {seed}, {args.minutes:g} minutes (p: paired bootstrap against {arms[0][0]})")
             if corpus.startswith("multi30k"):
@@ -223,10 +225,13 @@ def main() -> None:
             report = nmt("eval", "--bleu", *[a for _, run in runs for a in ("-c", str(run))], *data[:2])
             print(report, flush=True)
             found = scores(report)
+            rare = dict(re.findall(r"checkpoint (\S+).*?rare-word subset[^:]*: BLEU ([\d.]+)", report, re.S))
+            print("| arm | steps | last val BLEU (greedy) | test BLEU / chrF | ΔBLEU, p | rare-word BLEU |\n|---|---|---|---|---|---|")
             for name, run in runs:
-                s, last = found[str(run / "best.pt")], last_validation(run)
-                print(f"| {name} | {last['step']:,} steps | {s['bleu']} / {s['chrf']} | "
-                      f"{s.get('d_bleu', '')} {s.get('p_bleu', '')} |", flush=True)
+                key, last = str(run / "best.pt"), last_validation(run)
+                s = found[key]
+                print(f"| {name} | {last['step']:,} | {last['val_bleu']:.2f} | {s['bleu']} / {s['chrf']} | "
+                      f"{s.get('d_bleu', '')} {s.get('p_bleu', '')} | {rare.get(key, '')} |", flush=True)
 
 
 if __name__ == "__main__":

@@ -8,7 +8,7 @@ from typing import Annotated, Optional
 import typer
 
 from nmt.cli.app import app, setup_logging, user_errors
-from nmt.cli.options import DataOpt, EngineOpt, QuietOpt, SetOpt
+from nmt.cli.options import DataOpt, QuietOpt, SetOpt
 from nmt.cli.train import run_job
 
 
@@ -23,7 +23,9 @@ def distill(
         help="The student's model and training (default: configs/student.yaml).")] = None,
     set_: SetOpt = None,
     beam: Annotated[int, typer.Option("--beam", "-k", min=1, help="The teacher's beam.")] = 5,
-    engine: EngineOpt = "torch",
+    engine: Annotated[str, typer.Option(
+        help="auto (int8 ONNX Runtime where the teacher has a current `nmt export` and decodes on the CPU, torch "
+             "elsewhere), torch, onnx or onnx-fp32.")] = "auto",
     data: DataOpt = None,
     max_minutes: Annotated[Optional[float], typer.Option(
         help="The student's training budget (default: its config's train.max_minutes).")] = None,

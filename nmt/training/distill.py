@@ -25,6 +25,8 @@ from nmt.data.manifest import corpus_change, corpus_name, file_sha256
 from nmt.errors import NmtError
 from nmt.files import write_text_atomically
 from nmt.inference.engines import engine_device
+from nmt.inference.onnx_engine import read_manifest
+from nmt.inference.onnx_export import require_onnx
 from nmt.inference.translator import Translator
 from nmt.model.checkpoint import LoadedModel, load_models
 from nmt.progress_bar import Meter
@@ -70,19 +72,18 @@ def load_teacher(spec: str, data_path: str | None = None) -> Teacher:
     return Teacher(spec, loaded, shas, corpus)
 
 
-def distilled_corpus(teacher: Teacher, beam: int, engine: str = "torch", device: str = "auto",
+def distilled_corpus(teacher: Teacher, beam: int, engine: str = "auto", device: str = "auto",
                      quiet: bool = False) -> Path:
     """The student's corpus, a tab-separated file in the teacher's corpus's column order: made
     once for this teacher and search, reused after."""
-    cfg = teacher.data
-    search = {"teacher": teacher.sha256, "weights": teacher.loaded.weights, "beam": beam, "engine": engine}
-    key = hashlib.sha256(json.dumps(search, sort_keys=True).encode()).hexdigest()[:12]
-    folder = Path(cfg.prepared_dir) / f"distilled-{corpus_name(teacher.corpus)}-{key}"
+    if engine == "auto":
+        engine = teacher_engine(teacher, beam, device)
+    search, folder = translation_work(teacher, beam, engine)
     corpus = folder / f"{corpus_name(teacher.corpus)}-distilled.tsv"
     if corpus.is_file():
         logger.info("distillation: the teacher's translations are in %s (made before; reused)", corpus)
         return corpus
-    sources = training_sources(teacher.corpus, cfg)
+    sources = training_sources(teacher.corpus, teacher.data)
     record = {**search, "teacher_spec": teacher.spec, "corpus": str(teacher.corpus.resolve()),
               "sources": len(sources), "sources_sha256": hashlib.sha256("\n".join(sources).encode()).hexdigest()}
     translations = kept_translations(folder, record)
@@ -90,10 +91,34 @@ def distilled_corpus(teacher: Teacher, beam: int, engine: str = "torch", device:
         translator = Translator.from_loaded(teacher.loaded, engine_device(engine, device), engine=engine)
         translations += translate_into(folder / TRANSLATIONS, translator, sources[len(translations):], beam,
                                        len(sources), quiet)
-    write_student_corpus(corpus, teacher.corpus, cfg, dict(zip(sources, translations)))
+    write_student_corpus(corpus, teacher.corpus, teacher.data, dict(zip(sources, translations)))
     logger.info("distillation: %s training sources translated by %s (beam %d, %s) into %s", f"{len(sources):,}",
                 teacher.spec, beam, engine, corpus)
     return corpus
+
+
+def translation_work(teacher: Teacher, beam: int, engine: str) -> tuple[dict, Path]:
+    """The search that makes the translations, and the folder that keeps them."""
+    search = {"teacher": teacher.sha256, "weights": teacher.loaded.weights, "beam": beam, "engine": engine}
+    key = hashlib.sha256(json.dumps(search, sort_keys=True).encode()).hexdigest()[:12]
+    return search, Path(teacher.data.prepared_dir) / f"distilled-{corpus_name(teacher.corpus)}-{key}"
+
+
+def teacher_engine(teacher: Teacher, beam: int, device: str = "auto") -> str:
+    """`--engine auto`: int8 ONNX Runtime where the teacher decodes on the CPU and each of its
+    checkpoints has a current export (its beam-5 BLEU level with torch's at 2.17x the sentences/s:
+    docs/results.md), torch elsewhere or where torch's translations were begun; nothing is exported
+    here (`nmt export` does that)."""
+    begun = (translation_work(teacher, beam, "torch")[1] / TRANSLATIONS).is_file()
+    if begun or engine_device("torch", device).type != "cpu":
+        return "torch"
+    try:
+        require_onnx()
+        for member in teacher.loaded.members or [teacher.loaded]:
+            read_manifest(member.path)
+    except NmtError:
+        return "torch"
+    return "onnx"
 
 
 def training_sources(corpus: Path, cfg: DataConfig) -> list[str]:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import shutil
 from pathlib import Path
 
 import pytest
@@ -128,3 +129,21 @@ def test_what_cannot_be_distilled_is_one_line(teacher, student_config, tmp_path)
     line = _fails(str(teacher["run"]), "--out", "student", "--config", str(student_config), "--data", str(other))
     assert "the teacher's vocabularies were learned from" in line
     assert not (tmp_path / "student").exists()
+
+
+def test_auto_translates_in_int8_where_the_teacher_has_a_current_export(teacher, tmp_path):
+    """`--engine auto` (the default): torch until the teacher is exported, int8 ONNX Runtime after;
+    torch again where torch's translations were begun (they are resumed, not made again)."""
+    pytest.importorskip("onnxruntime")
+    from nmt.inference.onnx_export import export_run
+
+    run = tmp_path / "teacher"
+    shutil.copytree(teacher["run"], run)
+    found = distill.load_teacher(str(run))
+    assert distill.teacher_engine(found, 5) == "torch"
+    export_run(run)
+    assert distill.teacher_engine(found, 5) == "onnx"
+    _, folder = distill.translation_work(found, 5, "torch")
+    folder.mkdir(parents=True)
+    (folder / distill.TRANSLATIONS).write_text("une traduction\n", encoding="utf-8")
+    assert distill.teacher_engine(found, 5) == "torch"

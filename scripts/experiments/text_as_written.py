@@ -1,7 +1,7 @@
 """Text as people write it, measured on a run's test split (docs/results.md, "Text as people write it"):
 
-    python scripts/experiments/text_as_written.py RUN [--only case spans paragraphs long] [--words 60 30 20]
-        [--src DOC.en --ref DOC.fr]
+    python scripts/experiments/text_as_written.py RUN [RUN ...] [--only case spans paragraphs long]
+        [--words 60 30 20] [--src DOC.en --ref DOC.fr]
 
 - case: the test sources upper-cased and title-cased, case-insensitive BLEU against the
   sentence-case sources' (and the output's case style), with the case rule and without it;
@@ -11,8 +11,9 @@
 - paragraphs: runs of 2-5 consecutive sentences joined into one line, single-reference BLEU
   of the joined output against the joined references: split into sentences (nmt translate),
   each sentence given alone, and the whole line as one sequence (no splitting);
-- long: BLEU by source length (1-10, 11-20, 21-30, 31-50 words), for each
-  decode.max_sentence_words in --words (the parts a longer sentence is cut into at its clauses).
+- long: BLEU by source length (1-10, 11-20, 21-30, 31-50 words), for each run and each
+  decode.max_sentence_words in --words (the parts a longer sentence is cut into at its clauses),
+  the whole set and its 31-50-word sentences paired against the first run's first --words.
 Paragraphs and long sentences are measured on the test split and, with --src/--ref, on a
 document-ordered test set of line-aligned files (e.g. the first 3,000 lines of Europarl v7 fr-en:
 parliament speeches, not a corpus the default trains on). Beam 5 (the run's); sacreBLEU's
@@ -34,6 +35,7 @@ sys.path.insert(0, str(REPO))
 import sacrebleu  # noqa: E402
 
 import nmt  # noqa: E402
+from nmt.evaluation.metrics import reference_streams  # noqa: E402
 from nmt.evaluation.report import TestSpec, load_test_set  # noqa: E402
 from nmt.hardware import cpu_name, noted_flags  # noqa: E402
 from nmt.inference import sentences as sentences_module  # noqa: E402
@@ -54,9 +56,7 @@ SPAN_KINDS = {
 
 
 def bleu(outputs: list[str], references: list[list[str]], lowercase: bool = False) -> float:
-    streams = [list(s) for s in zip(*[refs + refs[-1:] * (max(map(len, references)) - len(refs))
-                                      for refs in references])]
-    return sacrebleu.corpus_bleu(outputs, streams, lowercase=lowercase).score
+    return sacrebleu.corpus_bleu(outputs, reference_streams(references), lowercase=lowercase).score
 
 
 def title_case(text: str) -> str:
@@ -165,48 +165,71 @@ def paragraphs(model, sources, refs, name: str) -> None:
           f"({lost} of those outputs under 60% of the words of one by one)")
 
 
-def by_length(model, sources, refs, words: list[int], name: str) -> None:
+def by_length(model, sources, refs, words: list[int]) -> dict[int, list[str]]:
+    """The outputs for each decode.max_sentence_words in `words`."""
+    out = {}
     for limit in words:
         model.reader.segmenter = Segmenter(model.tokenizer.source_lang, limit)
-        out = model.translate(sources)
+        out[limit] = model.translate(sources)
+    return out
+
+
+def report_lengths(systems: dict[str, list[str]], sources, refs, name: str) -> None:
+    """BLEU of each system by source length, and its whole set and longest bucket against the
+    first system's (paired bootstrap, 1,000 samples)."""
+    from sacrebleu.significance import PairedTest
+
+    longest = [i for i, s in enumerate(sources) if BUCKETS[-1][0] <= len(s.split()) <= BUCKETS[-1][1]]
+    paired = {}
+    for part, keep in (("all", range(len(sources))), ("longest", longest)):
+        if len(systems) > 1 and keep:
+            named = [(system, [out[i] for i in keep]) for system, out in systems.items()]
+            streams = reference_streams([refs[i] for i in keep])
+            paired[part] = PairedTest(named, {"BLEU": sacrebleu.BLEU()}, streams, test_type="bs", n_samples=1000)()[1]
+    for n, (system, out) in enumerate(systems.items()):
         cells = []
         for low, high in BUCKETS:
             keep = [i for i, s in enumerate(sources) if low <= len(s.split()) <= high]
             if keep:
-                cells.append(f"{low}-{high}: {bleu([out[i] for i in keep], [refs[i] for i in keep]):.2f} "
-                             f"({len(keep)})")
-        print(f"long: {name}, decode.max_sentence_words={limit}: BLEU {bleu(out, refs):.2f}; by words "
-              + ", ".join(cells))
+                cells.append(f"{low}-{high}: {bleu([out[i] for i in keep], [refs[i] for i in keep]):.2f} ({len(keep)})")
+        against = "".join(f"; {part} {paired[part]['BLEU'][n].score - paired[part]['BLEU'][0].score:+.2f} "
+                          f"(p = {paired[part]['BLEU'][n].p_value:.3f})" for part in paired if n)
+        print(f"long: {name}, {system}: BLEU {bleu(out, refs):.2f}; by words " + ", ".join(cells) + against)
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("run")
+    parser.add_argument("runs", nargs="+")
     parser.add_argument("--only", nargs="+", default=["case", "spans", "paragraphs", "long"])
     parser.add_argument("--words", nargs="+", type=int, default=[60, 30, 20])
     parser.add_argument("--src", type=Path, help="a document-ordered test set's sources, a sentence a line")
     parser.add_argument("--ref", type=Path, help="its references, line-aligned with --src")
     args = parser.parse_args()
-    model = nmt.load(args.run)
-    loaded = load_models(args.run, model.device)
-    test, where, _ = load_test_set(TestSpec(), loaded)
-    sources, refs = test.references.sources, test.references.references
-    print(f"{args.run}: {where}, {len(sources)} sources; {cpu_name()} ({', '.join(noted_flags())})", flush=True)
-    if "case" in args.only:
-        case(model, sources, refs)
-    if "spans" in args.only:
-        spans(model, sources, refs)
-    sets = [("the test split", sources, refs)]
-    if args.src and args.ref:
-        documents = [line.strip() for line in args.src.read_text(encoding="utf-8").splitlines()]
-        translations = [[line.strip()] for line in args.ref.read_text(encoding="utf-8").splitlines()]
-        kept = [i for i, (s, r) in enumerate(zip(documents, translations)) if s and r[0]]
-        sets.append((args.src.name, [documents[i] for i in kept], [translations[i] for i in kept]))
+    lengths: dict[str, dict[str, list[str]]] = {}
+    for run in args.runs:
+        model = nmt.load(run)
+        test, where, _ = load_test_set(TestSpec(), load_models(run, model.device))
+        sources, refs = test.references.sources, test.references.references
+        print(f"{run}: {where}, {len(sources)} sources; {cpu_name()} ({', '.join(noted_flags())})", flush=True)
+        if "case" in args.only:
+            case(model, sources, refs)
+        if "spans" in args.only:
+            spans(model, sources, refs)
+        sets = [("the test split", sources, refs)]
+        if args.src and args.ref:
+            documents = [line.strip() for line in args.src.read_text(encoding="utf-8").splitlines()]
+            translations = [[line.strip()] for line in args.ref.read_text(encoding="utf-8").splitlines()]
+            kept = [i for i, (s, r) in enumerate(zip(documents, translations)) if s and r[0]]
+            sets.append((args.src.name, [documents[i] for i in kept], [translations[i] for i in kept]))
+        for name, set_sources, set_refs in sets:
+            if "paragraphs" in args.only:
+                paragraphs(model, set_sources, set_refs, name)
+            if "long" in args.only:
+                for limit, out in by_length(model, set_sources, set_refs, args.words).items():
+                    lengths.setdefault(name, {})[f"{run} max_sentence_words={limit}"] = out
     for name, set_sources, set_refs in sets:
-        if "paragraphs" in args.only:
-            paragraphs(model, set_sources, set_refs, name)
-        if "long" in args.only:
-            by_length(model, set_sources, set_refs, args.words, name)
+        if name in lengths:
+            report_lengths(lengths[name], set_sources, set_refs, name)
 
 
 if __name__ == "__main__":

@@ -26,8 +26,8 @@ Corpora:
 
 An arm is NAME=KEY=VALUE[,KEY=VALUE...] (`--set` overrides; NAME= alone is the config as it is).
 Paired bootstrap (sacreBLEU, 1,000 samples) against the first arm. Runs go to
-runs/recipe/<corpus>/<config>-<minutes>min/<arm>-s<seed>; a finished run is kept and skipped, so
-an interrupted comparison resumes. Never run two of these at once: they would share the cores.
+runs/recipe/<corpus>/<arm>-s<seed>; a finished run is kept and skipped, so an interrupted comparison
+resumes (name arms of other configs or budgets apart). Never run two of these at once: they would share the cores.
 """
 
 from __future__ import annotations
@@ -213,8 +213,7 @@ def main() -> None:
             runs = []
             for name, changes in arms:
                 form = "-tok" if args.tokenized and corpus.startswith("multi30k") else ""
-                run = Path("runs/recipe") / f"{corpus}{form}" / f"{Path(args.config).stem}-{args.minutes:g}min" / \
-                    f"{name}-s{seed}"
+                run = Path("runs/recipe") / f"{corpus}{form}" / f"{name}-s{seed}"
                 sets = [a for c in [*changes, f"train.seed={seed}"] for a in ("--set", c)]
                 train(run, args.config, *data, "--max-minutes", str(args.minutes), *sets)
                 runs.append((name, run))

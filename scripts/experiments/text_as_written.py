@@ -179,19 +179,17 @@ def report_lengths(systems: dict[str, list[str]], sources, refs, name: str) -> N
     first system's (paired bootstrap, 1,000 samples)."""
     from sacrebleu.significance import PairedTest
 
-    longest = [i for i, s in enumerate(sources) if BUCKETS[-1][0] <= len(s.split()) <= BUCKETS[-1][1]]
+    buckets = {(low, high): [i for i, s in enumerate(sources) if low <= len(s.split()) <= high]
+               for low, high in BUCKETS}
     paired = {}
-    for part, keep in (("all", range(len(sources))), ("longest", longest)):
+    for part, keep in (("all", range(len(sources))), ("longest", buckets[BUCKETS[-1]])):
         if len(systems) > 1 and keep:
             named = [(system, [out[i] for i in keep]) for system, out in systems.items()]
             streams = reference_streams([refs[i] for i in keep])
             paired[part] = PairedTest(named, {"BLEU": sacrebleu.BLEU()}, streams, test_type="bs", n_samples=1000)()[1]
     for n, (system, out) in enumerate(systems.items()):
-        cells = []
-        for low, high in BUCKETS:
-            keep = [i for i, s in enumerate(sources) if low <= len(s.split()) <= high]
-            if keep:
-                cells.append(f"{low}-{high}: {bleu([out[i] for i in keep], [refs[i] for i in keep]):.2f} ({len(keep)})")
+        cells = [f"{low}-{high}: {bleu([out[i] for i in keep], [refs[i] for i in keep]):.2f} ({len(keep)})"
+                 for (low, high), keep in buckets.items() if keep]
         against = "".join(f"; {part} {paired[part]['BLEU'][n].score - paired[part]['BLEU'][0].score:+.2f} "
                           f"(p = {paired[part]['BLEU'][n].p_value:.3f})" for part in paired if n)
         print(f"long: {name}, {system}: BLEU {bleu(out, refs):.2f}; by words " + ", ".join(cells) + against)
@@ -205,6 +203,12 @@ def main() -> None:
     parser.add_argument("--src", type=Path, help="a document-ordered test set's sources, a sentence a line")
     parser.add_argument("--ref", type=Path, help="its references, line-aligned with --src")
     args = parser.parse_args()
+    documents = []
+    if args.src and args.ref:
+        given = [line.strip() for line in args.src.read_text(encoding="utf-8").splitlines()]
+        translations = [[line.strip()] for line in args.ref.read_text(encoding="utf-8").splitlines()]
+        kept = [i for i, (s, r) in enumerate(zip(given, translations)) if s and r[0]]
+        documents = [(args.src.name, [given[i] for i in kept], [translations[i] for i in kept])]
     lengths: dict[str, dict[str, list[str]]] = {}
     for run in args.runs:
         model = nmt.load(run)
@@ -215,12 +219,7 @@ def main() -> None:
             case(model, sources, refs)
         if "spans" in args.only:
             spans(model, sources, refs)
-        sets = [("the test split", sources, refs)]
-        if args.src and args.ref:
-            documents = [line.strip() for line in args.src.read_text(encoding="utf-8").splitlines()]
-            translations = [[line.strip()] for line in args.ref.read_text(encoding="utf-8").splitlines()]
-            kept = [i for i, (s, r) in enumerate(zip(documents, translations)) if s and r[0]]
-            sets.append((args.src.name, [documents[i] for i in kept], [translations[i] for i in kept]))
+        sets = [("the test split", sources, refs), *documents]
         for name, set_sources, set_refs in sets:
             if "paragraphs" in args.only:
                 paragraphs(model, set_sources, set_refs, name)

@@ -35,17 +35,10 @@ sys.path.insert(0, str(REPO))
 
 from nmt.config import DataConfig  # noqa: E402
 from nmt.data.corpus import read_lines, resolve_corpus  # noqa: E402
+from nmt.hardware import cpu_name, noted_flags  # noqa: E402
 
 STEPS = 100
 STEP_LINE = re.compile(r"^step (\d+) \|")
-
-
-def cpu() -> str:
-    info = Path("/proc/cpuinfo").read_text() if Path("/proc/cpuinfo").exists() else ""
-    name = next((line.split(":", 1)[1].strip() for line in info.splitlines() if line.startswith("model name")), "?")
-    flags = next((line.split(":", 1)[1].split() for line in info.splitlines() if line.startswith("flags")), [])
-    bf16 = [f for f in flags if "bf16" in f] or ["no bf16 flags"]
-    return f"{name} ({os.cpu_count()} cores; {', '.join(bf16)})"
 
 
 def synthesize(lines: list[str], pairs: int, path: Path) -> None:
@@ -117,7 +110,7 @@ def main() -> None:
             print(f"{pairs:,} pairs done", file=sys.stderr, flush=True)
     finally:
         shutil.rmtree(work, ignore_errors=True)
-    print(f"CPU: {cpu()}; {args.config}")
+    print(f"CPU: {cpu_name()} ({os.cpu_count()} cores; {', '.join(noted_flags())}); {args.config}")
     print("| pairs | prepare | pairs/s | corpus | prepared | prepare peak RSS | warm start to step 1 (first, later) "
           f"| train peak RSS ({STEPS} steps) |")
     print("|---|---|---|---|---|---|---|---|")

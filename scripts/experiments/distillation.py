@@ -24,7 +24,7 @@ REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 
 from nmt.evaluation.report import Decoding, TestSpec, compare, evaluate_one, load_test_set  # noqa: E402
-from nmt.hardware import cpu_flags, cpu_name, resolve_device  # noqa: E402
+from nmt.hardware import cpu_name, noted_flags, resolve_device  # noqa: E402
 from nmt.inference.translator import Translator  # noqa: E402
 from nmt.model.checkpoint import load_models  # noqa: E402
 
@@ -83,8 +83,7 @@ def main() -> None:
     parser.add_argument("original", nargs="?", help="the same student trained on the original pairs")
     parser.add_argument("--speed-sentences", type=int, default=3000)
     args = parser.parse_args()
-    flags = " ".join(sorted(f for f in cpu_flags() if f in {"avx2", "avx512f", "avx512_bf16", "amx_bf16"}))
-    print(f"CPU: {cpu_name()} ({flags}); {torch.get_num_threads()} threads")
+    print(f"CPU: {cpu_name()} ({' '.join(noted_flags())}); {torch.get_num_threads()} threads")
     ways = systems(args.teacher, args.student, args.original)
     quality(ways)
     speed(ways, args.speed_sentences)

@@ -34,20 +34,62 @@ from __future__ import annotations
 
 import argparse
 import gzip
+import json
 import os
 import random
 import re
 import shutil
+import subprocess
 import sys
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 
+from nmt.data.corpus import read_lines  # noqa: E402
 from nmt.hardware import cpu_name, noted_flags  # noqa: E402
-from scripts.experiments.domain_adaptation import corpus_lines, last_validation, nmt, scores, train  # noqa: E402
 
 TEST_SETS = ("test_2016_flickr", "test_2017_flickr")
+
+
+def nmt(*args: str) -> str:
+    """`nmt ARGS` in this checkout, its output; a failure ends the experiment with its stderr."""
+    command = [sys.executable, "-m", "nmt", *args]
+    print("$ nmt " + " ".join(args), flush=True)
+    proc = subprocess.run(command, cwd=REPO, capture_output=True, text=True)
+    if proc.returncode != 0:
+        sys.exit(f"failed ({proc.returncode}): {' '.join(command)}\n{proc.stderr[-3000:]}")
+    return proc.stdout
+
+
+def train(out: Path, *args: str) -> None:
+    if (out / "best.pt").is_file():
+        print(f"{out}: trained already", flush=True)
+        return
+    nmt("train", *args, "--out", str(out), "--quiet")
+
+
+def last_validation(run: Path) -> dict:
+    """The last line of a run's metrics.jsonl: its final step, validation and clock."""
+    return json.loads((run / "metrics.jsonl").read_text().splitlines()[-1])
+
+
+def scores(report: str) -> dict[str, dict[str, str]]:
+    """Per checkpoint of `nmt eval --bleu -c A -c B ...`: BLEU and chrF, and against the first one
+    the differences and p-values."""
+    found: dict[str, dict[str, str]] = {}
+    current = None
+    for line in report.splitlines():
+        if line.startswith("checkpoint "):
+            current = line.split()[1]
+        elif line.startswith("beam 5: BLEU") and current:
+            bleu, chrf = re.findall(r"(?:BLEU|chrF) ([\d.]+)", line)[:2]
+            found[current] = {"bleu": bleu, "chrf": chrf}
+        elif "difference" in line and line.strip().split(":")[0] in found:
+            name = line.strip().split(":")[0]
+            found[name]["p_bleu"] = re.search(r"BLEU [^|]*?p = ([\d.]+)", line).group(1)
+            found[name]["d_bleu"] = re.search(r"BLEU [^|]*?difference ([+-][\d.]+)", line).group(1)
+    return found
 
 
 def parse_arm(text: str) -> tuple[str, list[str]]:
@@ -78,7 +120,7 @@ def fra_eng_subset(corpus: Path, size: int, out: Path) -> Path:
     from nmt.config import DataConfig
     from nmt.data.corpus import split_pair
     train, held_out = [], []
-    for line in corpus_lines(corpus):
+    for line in read_lines(corpus):
         fields = line.split("\t")
         found = split_pair(fields[0], fields[1], DataConfig()) if len(fields) >= 2 else None
         if found:

@@ -26,8 +26,7 @@ from nmt.training.measured_precision import settle_precision
 from nmt.training.progress import Progress
 from nmt.training.recipe import fit_to_corpus
 from nmt.training.run_data import TrainingData, epoch_batches, load_data, write_run_files
-from nmt.training.schedule import LRSchedule
-from nmt.training.stopping import Budget
+from nmt.training.stopping import Budget, LRSchedule
 
 logger = logging.getLogger(__name__)
 

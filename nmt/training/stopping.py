@@ -1,4 +1,5 @@
-"""When training stops: the step and time budget, and Ctrl-C or SIGTERM turned into a clean save."""
+"""The budget of a run: when training stops (the step and time budget, and Ctrl-C or SIGTERM turned
+into a clean save) and the learning rate that follows it (constant, or linear decay to its end)."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ import signal
 import threading
 import time
 
+from nmt.config import TrainConfig
 from nmt.errors import NmtError
 
 logger = logging.getLogger(__name__)
@@ -39,6 +41,28 @@ class Budget:
         if self.max_seconds and self.elapsed() >= self.max_seconds:
             return f"time budget of {self.max_seconds / 60:g} min reached"
         return None
+
+
+class LRSchedule:
+    """The learning rate for a step, from `train.lr_schedule`:
+
+    - constant: `lr` throughout;
+    - linear: falls linearly from `lr` to `min_lr` over the budget. `progress` is the budget's
+      used share (steps, minutes or epochs, whichever runs out first: `Budget.progress`), so a
+      12-minute run decays over 12 minutes and a 30-minute one over 30.
+
+    Either with an optional linear warm-up (`train.warmup_steps`).
+    """
+
+    def __init__(self, cfg: TrainConfig):
+        self.cfg = cfg
+
+    def lr(self, step: int, progress: float) -> float:
+        cfg = self.cfg
+        lr = cfg.min_lr + (cfg.lr - cfg.min_lr) * max(0.0, 1.0 - progress) if cfg.lr_schedule == "linear" else cfg.lr
+        if cfg.warmup_steps and step < cfg.warmup_steps:
+            lr *= (step + 1) / cfg.warmup_steps
+        return lr
 
 
 class TrainingInterrupted(NmtError):

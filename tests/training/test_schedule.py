@@ -1,7 +1,6 @@
 import pytest
 
-from nmt.training.stopping import Budget
-from nmt.training.schedule import LRSchedule
+from nmt.training.stopping import Budget, LRSchedule
 from conftest import seed_train
 
 

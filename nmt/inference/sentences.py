@@ -263,6 +263,14 @@ def one_per_text(given: object, count: int, what: str = "prefixes", texts: str =
     return values
 
 
+def glossary_per_text(glossary: GlossaryLike, count: int) -> list[Glossary | None]:
+    """Each of `count` texts' glossary: a list gives one a text, anything else is every text's (a
+    file read once, not once a text)."""
+    if isinstance(glossary, list):
+        return one_per_text([Glossary.of(g) for g in glossary], count, "glossaries")
+    return [Glossary.of(glossary)] * count
+
+
 @dataclass(frozen=True)
 class FoundTerm:
     """A glossary term found in a text: its source words as the text writes them, and the target
@@ -387,10 +395,7 @@ class SentenceReader:
              glossary: GlossaryLike = None) -> list[ReadText]:
         """Each text split into its sentences (one with a prefix to complete: whole), read in
         sentence case where it is in capitals, with its line, prefix and glossary (a file read once)."""
-        prefixes = one_per_text(prefix, len(texts))
-        per_text = isinstance(glossary, list)
-        read = [Glossary.of(g) for g in (glossary if per_text else [glossary])]  # a file read once, not once a text
-        glossaries = one_per_text(read if per_text else read[0], len(texts), "glossaries")
+        prefixes, glossaries = one_per_text(prefix, len(texts)), glossary_per_text(glossary, len(texts))
         out = []
         for i, text in enumerate(texts):
             spans = untranslated_spans(text)  # (found once: the case rule reads around them)
@@ -433,9 +438,7 @@ class SentenceReader:
         lines = list(first_line) if isinstance(first_line, Sequence) else range(first_line, first_line + len(texts))
         prefixes = one_per_text(prefix, len(texts))
         prefix_tokens = iter(self.tokenizer.target_tokens([p for p in prefixes if p is not None]))
-        per_text = isinstance(glossary, list)
-        read = [Glossary.of(g) for g in (glossary if per_text else [glossary])]  # a file read once, not once a text
-        glossaries = one_per_text(read if per_text else read[0], len(texts), "glossaries")
+        glossaries = glossary_per_text(glossary, len(texts))
         terms = glossary_terms(self.tokenizer, self.tgt_vocab, glossaries, texts, lines)
         spans = rule(self.tokenizer, numbers, self.cfg.strict_numbers)
         out = []

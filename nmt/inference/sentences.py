@@ -266,9 +266,8 @@ def one_per_text(given: object, count: int, what: str = "prefixes", texts: str =
 def glossary_per_text(glossary: GlossaryLike, count: int) -> list[Glossary | None]:
     """Each of `count` texts' glossary: a list gives one a text, anything else is every text's (a
     file read once, not once a text)."""
-    if isinstance(glossary, list):
-        return one_per_text([Glossary.of(g) for g in glossary], count, "glossaries")
-    return [Glossary.of(glossary)] * count
+    read = [Glossary.of(g) for g in glossary] if isinstance(glossary, list) else Glossary.of(glossary)
+    return one_per_text(read, count, "glossaries")
 
 
 @dataclass(frozen=True)

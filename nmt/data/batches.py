@@ -151,21 +151,9 @@ class TrainingSet:
 
     @classmethod
     def from_stores(cls, src: IndexedArray, tgt: IndexedArray, max_len: int, eos_id: int,
-                    links: IndexedArray | None = None, cache: Path | None = None) -> TrainingSet:
-        """The pairs' lengths under `max_len`, read from the stores' sizes, or from `cache` (a file
-        beside them that keeps these lengths: a later start reads 2 bytes a pair, not 8)."""
-        n = len(src)
-        lens_type = np.uint8 if max_len < 1 << 8 else np.uint16 if max_len < 1 << 16 else np.int32
-        lens = _cached_lengths(cache, n, lens_type) if cache else None
-        if lens is None:
-            lens = np.empty((2, n), lens_type)
-            for start in range(0, n, CHUNK):  # read in chunks into arrays of the final size
-                src_chunk, tgt_chunk = src.sizes(start, CHUNK) + 1, tgt.sizes(start, CHUNK) + 1  # with <eos>
-                fits = (src_chunk <= max_len) & (tgt_chunk <= max_len)
-                end = start + len(src_chunk)
-                lens[0, start:end], lens[1, start:end] = np.where(fits, src_chunk, 0), np.where(fits, tgt_chunk, 0)
-            if cache:
-                _keep_lengths(cache, lens)
+                    links: IndexedArray | None = None, folder: Path | None = None) -> TrainingSet:
+        """The pairs' lengths under `max_len` (`training_lengths`, kept in `folder` if given)."""
+        lens = training_lengths(src, tgt, max_len, folder)
         return cls(src, tgt, lens[0], lens[1], eos_id, links)
 
     def __len__(self) -> int:
@@ -182,6 +170,31 @@ class TrainingSet:
         links = [self.links[i].astype(np.int64).reshape(-1, 2) for i in at] \
             if self.links is not None else [None] * len(at)
         return [Example(self.src[i].tolist() + eos, self.tgt[i].tolist() + eos, linked) for i, linked in zip(at, links)]
+
+
+def lengths_file(folder: Path, max_len: int) -> Path:
+    return folder / f"train_lengths.{max_len}.npy"
+
+
+def training_lengths(src: IndexedArray, tgt: IndexedArray, max_len: int, folder: Path | None = None) -> np.ndarray:
+    """(2, pairs): each pair's source and target lengths with <eos>, 0 on both sides where a side
+    is longer than `max_len`. Read from the stores' sizes, or from the copy kept in `folder` (the
+    prepared corpus: a start reads 2 bytes a pair, not 8; the recipe keeps it when it first decides
+    data.max_len, so even a run's first start finds it)."""
+    n = len(src)
+    lens_type = np.uint8 if max_len < 1 << 8 else np.uint16 if max_len < 1 << 16 else np.int32
+    cache = lengths_file(folder, max_len) if folder else None
+    lens = _cached_lengths(cache, n, lens_type) if cache else None
+    if lens is None:
+        lens = np.empty((2, n), lens_type)
+        for start in range(0, n, CHUNK):  # read in chunks into arrays of the final size
+            src_chunk, tgt_chunk = src.sizes(start, CHUNK) + 1, tgt.sizes(start, CHUNK) + 1  # with <eos>
+            fits = (src_chunk <= max_len) & (tgt_chunk <= max_len)
+            end = start + len(src_chunk)
+            lens[0, start:end], lens[1, start:end] = np.where(fits, src_chunk, 0), np.where(fits, tgt_chunk, 0)
+        if cache:
+            _keep_lengths(cache, lens)
+    return lens
 
 
 def _cached_lengths(path: Path, n: int, dtype: type) -> np.ndarray | None:

@@ -44,6 +44,7 @@ from typing import Any
 import numpy as np
 
 from nmt.config import Config, DataConfig
+from nmt.data.batches import training_lengths
 from nmt.data.corpus import count_pairs, resolve_corpus
 from nmt.data.links import aligner_installed
 from nmt.data.manifest import corpus_files, corpus_name, file_stat
@@ -160,9 +161,12 @@ def length_limit(folder: Path, cfg: DataConfig, corpus: Path) -> tuple[int, floa
     except (OSError, ValueError, KeyError, TypeError):
         pass
     prepared = PreparedCorpus(folder, cfg)
-    lengths = np.maximum(prepared.ids("train", "src").sizes(), prepared.ids("train", "tgt").sizes()) + 1
+    src, tgt = prepared.ids("train", "src"), prepared.ids("train", "tgt")
+    lengths = np.maximum(src.sizes(), tgt.sizes()) + 1
     max_len = max_len_for(lengths, corpus)
     kept = float(np.mean(lengths <= max_len))
+    del lengths
+    training_lengths(src, tgt, max_len, folder)  # kept for the training set: the first start reads them too
     _write_record(record, {"rule": rule, "max_len": max_len, "kept": kept})
     return max_len, kept
 

@@ -73,7 +73,7 @@ def load_data(cfg: Config, data_path: str | None, out_dir: Path, resume: dict | 
                 cfg.data.target_lang, f"{counts['train']:,}", f"{counts['valid']:,}", f"{counts['test']:,}")
     links = links_of(folder, cfg)
     train = TrainingSet.from_stores(prepared.ids("train", "src"), prepared.ids("train", "tgt"), cfg.data.max_len,
-                                    src_vocab.eos_id, links, folder / f"train_lengths.{cfg.data.max_len}.npy")
+                                    src_vocab.eos_id, links, folder)
     if not train.fitting():
         raise NmtError(f"no training pair fits data.max_len={cfg.data.max_len}; raise it")
     logger.info("vocab (%s): %d source, %d target types | %s training pairs within data.max_len=%d",

@@ -303,13 +303,13 @@ def test_training_lengths_are_kept_beside_the_stores_and_a_later_start_reads_the
         writer.close()
     src, tgt = IndexedArray(tmp_path / "src"), IndexedArray(tmp_path / "tgt")
     cache = tmp_path / "train_lengths.8.npy"
-    first = TrainingSet.from_stores(src, tgt, 8, 2, cache=cache)
+    first = TrainingSet.from_stores(src, tgt, 8, 2, folder=tmp_path)
     plain = TrainingSet.from_stores(src, tgt, 8, 2)
     assert cache.is_file() and 0 < first.fitting() < 300
     assert (first.src_lens == plain.src_lens).all() and (first.tgt_lens == plain.tgt_lens).all()
     monkeypatch.setattr(IndexedArray, "sizes", lambda *a, **k: pytest.fail("read the sizes again"))
-    again = TrainingSet.from_stores(src, tgt, 8, 2, cache=cache)
+    again = TrainingSet.from_stores(src, tgt, 8, 2, folder=tmp_path)
     assert (again.src_lens == plain.src_lens).all() and (again.tgt_lens == plain.tgt_lens).all()
     np.save(cache, np.zeros((2, 299), np.uint8))  # lengths of other stores are not trusted
     with pytest.raises(pytest.fail.Exception):
-        TrainingSet.from_stores(src, tgt, 8, 2, cache=cache)
+        TrainingSet.from_stores(src, tgt, 8, 2, folder=tmp_path)

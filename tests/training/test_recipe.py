@@ -123,7 +123,8 @@ def test_the_pair_count_is_remembered_until_the_corpus_changes(tmp_path, monkeyp
     assert recipe.counted_pairs(corpus, cfg) == 100 and len(counted) == 2
 
 
-def test_the_length_limit_is_remembered_in_the_prepared_folder(tmp_path, monkeypatch):
+def test_the_length_limit_and_its_training_lengths_are_kept_in_the_prepared_folder(tmp_path, monkeypatch):
+    from nmt.data.batches import lengths_file, training_lengths
     from nmt.data.prepare import ensure_prepared
     from nmt.data.prepared_corpus import PreparedCorpus
     from nmt.training import recipe
@@ -136,6 +137,11 @@ def test_the_length_limit_is_remembered_in_the_prepared_folder(tmp_path, monkeyp
     monkeypatch.setattr(PreparedCorpus, "ids", lambda self, *a: read.append(a) or real_ids(self, *a))
     first = recipe.length_limit(folder, cfg, corpus)
     assert len(read) == 2 and 2 < first[0] <= recipe.MAX_LEN_CAP and 1 - MAX_DROPPED <= first[1] <= 1
+    # The training set's lengths under that limit are kept too, so a run's first start reads no sizes.
+    prepared = PreparedCorpus(folder, cfg)
+    src, tgt = real_ids(prepared, "train", "src"), real_ids(prepared, "train", "tgt")
+    kept = np.load(lengths_file(folder, first[0]))
+    assert kept.shape == (2, len(src)) and (kept == training_lengths(src, tgt, first[0])).all()
     assert recipe.length_limit(folder, cfg, corpus) == first and len(read) == 2  # the record, not the stores
     monkeypatch.setattr(recipe, "MAX_DROPPED", 0.5)  # another rule: worked out again
     assert recipe.length_limit(folder, cfg, corpus)[0] <= first[0] and len(read) == 4

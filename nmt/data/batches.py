@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+import contextlib
+import os
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -11,7 +13,7 @@ import numpy as np
 import torch
 
 from nmt.data.corpus import Pair
-from nmt.data.epoch_order import bucket_batches
+from nmt.data.epoch_order import Lengths, PairLengths, bucket_batches
 from nmt.data.indexed import IndexedArray
 from nmt.data.tokenizer import Tokenizer
 from nmt.data.vocab import Vocab
@@ -123,6 +125,7 @@ def gold_attention(examples: Sequence[Example], tgt_len: int) -> torch.Tensor:
 
 
 CHUNK = 1 << 18  # pairs whose lengths are read at once
+STORED_SLICE = 1 << 22  # rows of a lengths file read at once (4 MB a side)
 
 
 def lengths(examples: Sequence[Example]) -> tuple[np.ndarray, np.ndarray]:
@@ -139,13 +142,12 @@ def iterate_batches(examples: Sequence[Example], batch_size: int, pad_id: int, b
 
 @dataclass
 class TrainingSet:
-    """The training pairs, read from the prepared id stores when a batch asks: in memory are only
-    their lengths, two bytes a pair under a data.max_len of 256 (and the epoch's order is computed a
-    window at a time: `nmt.data.epoch_order`)."""
+    """The training pairs, read from the prepared id stores when a batch asks, their lengths from
+    the file kept beside them (`StoredLengths`): a corpus of any size holds no memory a pair (and
+    the epoch's order is computed a window at a time: `nmt.data.epoch_order`)."""
     src: IndexedArray  # ids without <eos>, one sequence a training pair of the split
     tgt: IndexedArray
-    src_lens: np.ndarray  # (pairs,) lengths with <eos>; 0 (both sides) where a side is longer than data.max_len
-    tgt_lens: np.ndarray
+    lengths: PairLengths  # with <eos>; 0 (both sides) where a side is longer than data.max_len
     eos_id: int
     links: IndexedArray | None = None  # the aligner's links a pair (`nmt.data.links`), with train.guided_alignment
 
@@ -153,16 +155,15 @@ class TrainingSet:
     def from_stores(cls, src: IndexedArray, tgt: IndexedArray, max_len: int, eos_id: int,
                     links: IndexedArray | None = None, folder: Path | None = None) -> TrainingSet:
         """The pairs' lengths under `max_len` (`training_lengths`, kept in `folder` if given)."""
-        lens = training_lengths(src, tgt, max_len, folder)
-        return cls(src, tgt, lens[0], lens[1], eos_id, links)
+        return cls(src, tgt, training_lengths(src, tgt, max_len, folder), eos_id, links)
 
     def __len__(self) -> int:
         """Rows: every pair of the split, trained or not."""
-        return len(self.src_lens)
+        return len(self.lengths)
 
     def fitting(self) -> int:
         """The pairs within data.max_len: those an epoch trains on."""
-        return int(np.count_nonzero(self.src_lens))
+        return len(self.lengths) - len(self.lengths.too_long())
 
     def examples(self, rows: Sequence[int] | np.ndarray) -> list[Example]:
         """The examples at `rows`, ids + <eos> (and their links, where the set has them)."""
@@ -176,40 +177,96 @@ def lengths_file(folder: Path, max_len: int) -> Path:
     return folder / f"train_lengths.{max_len}.npy"
 
 
-def training_lengths(src: IndexedArray, tgt: IndexedArray, max_len: int, folder: Path | None = None) -> np.ndarray:
-    """(2, pairs): each pair's source and target lengths with <eos>, 0 on both sides where a side
-    is longer than `max_len`. Read from the stores' sizes, or from the copy kept in `folder` (the
-    prepared corpus: a start reads 2 bytes a pair, not 8; the recipe keeps it when it first decides
-    data.max_len, so even a run's first start finds it)."""
+def training_lengths(src: IndexedArray, tgt: IndexedArray, max_len: int, folder: Path | None = None) -> PairLengths:
+    """Each pair's source and target lengths with <eos>, 0 on both sides where a side is longer
+    than `max_len`: worked out from the stores' sizes and kept in `folder` (the prepared corpus;
+    the recipe keeps them when it first decides data.max_len, so a run's first start finds them),
+    then read from there; in memory where they cannot be kept."""
     n = len(src)
     lens_type = np.uint8 if max_len < 1 << 8 else np.uint16 if max_len < 1 << 16 else np.int32
-    cache = lengths_file(folder, max_len) if folder else None
-    lens = _cached_lengths(cache, n, lens_type) if cache else None
-    if lens is None:
-        lens = np.empty((2, n), lens_type)
-        for start in range(0, n, CHUNK):  # read in chunks into arrays of the final size
-            src_chunk, tgt_chunk = src.sizes(start, CHUNK) + 1, tgt.sizes(start, CHUNK) + 1  # with <eos>
-            fits = (src_chunk <= max_len) & (tgt_chunk <= max_len)
-            end = start + len(src_chunk)
-            lens[0, start:end], lens[1, start:end] = np.where(fits, src_chunk, 0), np.where(fits, tgt_chunk, 0)
-        if cache:
-            _keep_lengths(cache, lens)
-    return lens
+    path = lengths_file(folder, max_len) if folder else None
+    if path and (stored := StoredLengths.open(path, n, lens_type)):
+        return stored
+    lens = np.empty((2, n), lens_type)
+    for start in range(0, n, CHUNK):  # read in chunks into arrays of the final size
+        src_chunk, tgt_chunk = src.sizes(start, CHUNK) + 1, tgt.sizes(start, CHUNK) + 1  # with <eos>
+        fits = (src_chunk <= max_len) & (tgt_chunk <= max_len)
+        end = start + len(src_chunk)
+        lens[0, start:end], lens[1, start:end] = np.where(fits, src_chunk, 0), np.where(fits, tgt_chunk, 0)
+    if path:
+        with contextlib.suppress(OSError):  # unwritable: this run holds them, the next works them out again
+            write_atomically(path, lambda f: np.save(f, lens, allow_pickle=False))
+            if stored := StoredLengths.open(path, n, lens_type):
+                return stored
+    return Lengths(lens[0], lens[1])
 
 
-def _cached_lengths(path: Path, n: int, dtype: type) -> np.ndarray | None:
-    """The lengths `_keep_lengths` wrote, where they fit these stores (a rebuilt prepared folder
-    is replaced whole, so it never holds an older corpus's)."""
-    try:
-        lens = np.load(path, allow_pickle=False)
-    except (OSError, ValueError):
-        return None
-    return lens if lens.shape == (2, n) and lens.dtype == dtype else None
+class StoredLengths:
+    """`PairLengths` read from the (2, pairs) .npy `training_lengths` keeps, a slice at a time and
+    with pread, as the stores are (`nmt.data.indexed`): 36M pairs' lengths are 72 MB that a run
+    would otherwise hold, and an epoch's window of rows spread over the whole corpus would map
+    every page of the file into its resident memory."""
 
+    def __init__(self, path: Path, n: int, dtype: np.dtype, offset: int):
+        self.n, self.dtype, self.offset = n, dtype, offset
+        self.file = open(path, "rb", buffering=0)
+        self._too_long: np.ndarray | None = None
+        self._longest: int | None = None
 
-def _keep_lengths(path: Path, lens: np.ndarray) -> None:
-    """Written atomically; where it cannot be written, the next start reads the sizes again."""
-    try:
-        write_atomically(path, lambda f: np.save(f, lens, allow_pickle=False))
-    except OSError:
-        pass
+    @classmethod
+    def open(cls, path: Path, n: int, dtype: type) -> StoredLengths | None:
+        """The file's lengths where they fit these stores (a rebuilt prepared folder is replaced
+        whole, so it never holds an older corpus's); None where it is missing or another's."""
+        try:
+            with open(path, "rb") as f:
+                version = np.lib.format.read_magic(f)
+                shape, fortran, stored = (np.lib.format.read_array_header_1_0 if version == (1, 0)
+                                          else np.lib.format.read_array_header_2_0)(f)
+                offset = f.tell()
+        except (OSError, ValueError):
+            return None
+        if shape != (2, n) or fortran or stored != np.dtype(dtype) or path.stat().st_size != offset + 2 * n * stored.itemsize:
+            return None
+        return cls(path, n, stored, offset)
+
+    def __len__(self) -> int:
+        return self.n
+
+    def _slices(self, side: int) -> Iterator[tuple[int, np.ndarray]]:
+        """Side 0 (sources) or 1 (targets): (first row, lengths) a slice of rows at a time."""
+        size = self.dtype.itemsize
+        for start in range(0, self.n, STORED_SLICE):
+            count = min(STORED_SLICE, self.n - start)
+            at = self.offset + (side * self.n + start) * size
+            yield start, np.frombuffer(os.pread(self.file.fileno(), count * size, at), self.dtype)
+
+    def take(self, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        order = np.argsort(rows, kind="stable")
+        ranked = rows[order]
+        bounds = np.searchsorted(ranked, np.arange(0, self.n + STORED_SLICE, STORED_SLICE))
+        out = (np.empty(len(rows), self.dtype), np.empty(len(rows), self.dtype))
+        for side in (0, 1):
+            for k, (start, lens) in enumerate(self._slices(side)):
+                a, b = bounds[k], bounds[k + 1]
+                out[side][order[a:b]] = lens[ranked[a:b] - start]
+        return out
+
+    def too_long(self) -> np.ndarray:
+        if self._too_long is None:
+            self._too_long = np.concatenate([np.flatnonzero(lens == 0) + start for start, lens in self._slices(0)]
+                                            or [np.zeros(0, np.int64)])
+        return self._too_long
+
+    def longest_target(self) -> int:
+        if self._longest is None:
+            self._longest = max((int(lens.max()) for _, lens in self._slices(1)), default=0)
+        return self._longest
+
+    def arrays(self) -> tuple[np.ndarray, np.ndarray]:
+        src, tgt = (np.concatenate([lens for _, lens in self._slices(side)] or [np.zeros(0, self.dtype)])
+                    for side in (0, 1))
+        return src, tgt
+
+    def __del__(self) -> None:
+        if (file := getattr(self, "file", None)) is not None:
+            file.close()

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from nmt.data.batches import Example, TrainingSet
+from nmt.data.epoch_order import Lengths
 
 
 @dataclass
@@ -39,11 +40,12 @@ class CorpusMix:
         self.parts = list(parts)
         sizes = [len(p.pairs) for p in self.parts]
         self.starts = np.cumsum([0, *sizes])
-        # int32 lengths (a tag adds one to its corpus's sources; 0, too long, stays 0), as batching needs them.
+        # In memory, int32 (a tag adds one to its corpus's sources; 0, too long, stays 0), as batching needs them.
         tagged = np.concatenate([np.full(n, p.tag_id is not None, np.int32) for p, n in zip(self.parts, sizes)])
-        self.src_lens = np.concatenate([p.pairs.src_lens for p in self.parts]).astype(np.int32)
-        self.src_lens += tagged * (self.src_lens > 0)
-        self.tgt_lens = np.concatenate([p.pairs.tgt_lens for p in self.parts]).astype(np.int32)
+        every = [p.pairs.lengths.arrays() for p in self.parts]
+        src = np.concatenate([src for src, _ in every]).astype(np.int32)
+        src += tagged * (src > 0)
+        self.lengths = Lengths(src, np.concatenate([tgt for _, tgt in every]).astype(np.int32))
 
     def __len__(self) -> int:
         return int(self.starts[-1])

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Iterator
+from typing import Protocol
 
 import numpy as np
 
@@ -63,12 +64,51 @@ class Permutation:
         return out.astype(np.int64)
 
 
+class PairLengths(Protocol):
+    """Each row's source and target lengths with <eos>; 0 on both sides where the pair is longer
+    than data.max_len (never batched)."""
+
+    def __len__(self) -> int: ...
+
+    def take(self, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """The source and target lengths of `rows`."""
+
+    def too_long(self) -> np.ndarray:
+        """The rows over data.max_len."""
+
+    def longest_target(self) -> int: ...
+
+    def arrays(self) -> tuple[np.ndarray, np.ndarray]:
+        """Every row's, in memory."""
+
+
+class Lengths:
+    """`PairLengths` held in memory."""
+
+    def __init__(self, src: np.ndarray, tgt: np.ndarray):
+        self.src, self.tgt = src, tgt
+
+    def __len__(self) -> int:
+        return len(self.src)
+
+    def take(self, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        return self.src[rows], self.tgt[rows]
+
+    def too_long(self) -> np.ndarray:
+        return np.flatnonzero(self.src == 0)
+
+    def longest_target(self) -> int:
+        return int(self.tgt.max(initial=0))
+
+    def arrays(self) -> tuple[np.ndarray, np.ndarray]:
+        return self.src, self.tgt
+
+
 class EpochBatches:
     """One epoch's batches of rows, computed a window at a time: iterate them (`from_batch` skips
     ahead for a resumed run), take `len()` or a slice.
 
-    `src_lens`/`tgt_lens`: each row's lengths with <eos>; a row whose source length is 0 (longer
-    than data.max_len) is never batched. `rows`: the epoch's rows when not every row once (a
+    `lengths`: each row's (`PairLengths`: a row over data.max_len is never batched). `rows`: the epoch's rows when not every row once (a
     weighted corpus mix). Without `rng`, the rows in order, unshuffled (counting, evaluation).
     With `size` processes, each global batch (batch_size x size sentences or batch_tokens x size
     tokens) is dealt to the ranks, rank r taking every size-th row, so ranks see disjoint, equally
@@ -76,14 +116,13 @@ class EpochBatches:
     a global batch too small to give every rank a row is dropped (an empty shard would stall the
     gradient all-reduce)."""
 
-    def __init__(self, src_lens: np.ndarray, tgt_lens: np.ndarray, batch_size: int,
-                 rng: np.random.Generator | None = None, batch_tokens: int = 0, rank: int = 0, size: int = 1,
-                 rows: np.ndarray | None = None):
-        self.src_lens, self.tgt_lens, self.rows = src_lens, tgt_lens, rows
-        self.n = len(src_lens) if rows is None else len(rows)
+    def __init__(self, lengths: PairLengths, batch_size: int, rng: np.random.Generator | None = None,
+                 batch_tokens: int = 0, rank: int = 0, size: int = 1, rows: np.ndarray | None = None):
+        self.lengths, self.rows = lengths, rows
+        self.n = len(lengths) if rows is None else len(rows)
         self.batch_size, self.batch_tokens = batch_size * size, batch_tokens * size
         self.rank, self.size = rank, size
-        self.widest = int(tgt_lens.max(initial=0)) + 1
+        self.widest = lengths.longest_target() + 1
         self.permutation = None if rng is None else Permutation(self.n, rng)
         self.window_seed = None if rng is None else int(rng.integers(1 << 63))
         self.windows = -(-self.n // WINDOW)
@@ -93,11 +132,17 @@ class EpochBatches:
 
     def window_rows(self, w: int) -> np.ndarray:
         """The rows of window `w` that fit data.max_len, shuffled unless the order is fixed."""
+        return self._window_lengths(w)[0]
+
+    def _window_lengths(self, w: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """`window_rows` and their source and target lengths."""
         positions = np.arange(w * WINDOW, min(self.n, (w + 1) * WINDOW), dtype=np.int64)
         if self.permutation is not None:
             positions = self.permutation(positions)
         rows = positions if self.rows is None else self.rows[positions]
-        return rows[self.src_lens[rows] > 0]
+        src, tgt = self.lengths.take(rows)
+        fits = src > 0
+        return rows[fits], src[fits], tgt[fits]
 
     def window(self, w: int) -> list[np.ndarray]:
         """This rank's batches of window `w`, in the epoch's order (the last one made is kept:
@@ -107,11 +152,11 @@ class EpochBatches:
         return self._made[1]
 
     def _make_window(self, w: int) -> list[np.ndarray]:
-        rows = self.window_rows(w)
-        key = self.src_lens[rows].astype(np.int64) * self.widest + self.tgt_lens[rows]
-        rows = rows[np.argsort(key, kind="stable")]
+        rows, src, tgt = self._window_lengths(w)
+        order = np.argsort(src.astype(np.int64) * self.widest + tgt, kind="stable")
+        rows = rows[order]
         if self.batch_tokens:
-            batches = token_batches(rows, self.tgt_lens, self.batch_tokens)
+            batches = token_batches(rows, tgt[order], self.batch_tokens)
         else:
             batches = [rows[i: i + self.batch_size] for i in range(0, len(rows), self.batch_size)]
         if self.window_seed is not None:
@@ -132,7 +177,7 @@ class EpochBatches:
         the too-long rows whose permuted positions fall in it (few, and found by the inverse)."""
         if self._fitting is None:
             if self.rows is None:
-                too_long = np.flatnonzero(self.src_lens == 0)
+                too_long = self.lengths.too_long()
                 positions = too_long if self.permutation is None else self.permutation.inverse(too_long)
                 sizes = np.diff(np.minimum(np.arange(self.windows + 1, dtype=np.int64) * WINDOW, self.n))
                 self._fitting = sizes - np.bincount(positions // WINDOW, minlength=self.windows)
@@ -173,14 +218,14 @@ class EpochBatches:
 def bucket_batches(src_lens: np.ndarray, tgt_lens: np.ndarray, batch_size: int, rng: np.random.Generator | None,
                    batch_tokens: int = 0) -> list[np.ndarray]:
     """Every row's index in batches of similar lengths (`EpochBatches` of one process, as a list)."""
-    return list(EpochBatches(src_lens, tgt_lens, batch_size, rng, batch_tokens))
+    return list(EpochBatches(Lengths(src_lens, tgt_lens), batch_size, rng, batch_tokens))
 
 
-def token_batches(order: np.ndarray, tgt_lens: np.ndarray, batch_tokens: int) -> list[np.ndarray]:
-    """Cut `order` into runs whose rows x longest target stays within `batch_tokens` (at least one
-    row), greedily, as one would example by example; but a run of equal target lengths (a sorted
-    window holds few distinct lengths) is taken in one step, so the cost is per batch."""
-    lens = tgt_lens[order]
+def token_batches(order: np.ndarray, lens: np.ndarray, batch_tokens: int) -> list[np.ndarray]:
+    """Cut `order` (rows whose target lengths are `lens`) into runs whose rows x longest target
+    stays within `batch_tokens` (at least one row), greedily, as one would example by example; but
+    a run of equal target lengths (a sorted window holds few distinct lengths) is taken in one
+    step, so the cost is per batch."""
     edges = [0, *(np.flatnonzero(np.diff(lens)) + 1).tolist(), len(order)]
     batches, start, count, longest = [], 0, 0, 0
     for run_start, run_end in zip(edges[:-1], edges[1:]):

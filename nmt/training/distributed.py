@@ -21,7 +21,7 @@ import torch
 import torch.distributed as dist
 
 from nmt import hardware
-from nmt.data.epoch_order import EpochBatches
+from nmt.data.epoch_order import EpochBatches, PairLengths
 from nmt.errors import NmtError
 
 
@@ -79,13 +79,13 @@ def shutdown(clean: bool = True) -> None:
         dist.destroy_process_group()
 
 
-def epoch_shard(src_lens: np.ndarray, tgt_lens: np.ndarray, batch_size: int, rng: np.random.Generator | None,
-                world: World, batch_tokens: int = 0, rows: np.ndarray | None = None) -> EpochBatches:
+def epoch_shard(lengths: PairLengths, batch_size: int, rng: np.random.Generator | None, world: World,
+                batch_tokens: int = 0, rows: np.ndarray | None = None) -> EpochBatches:
     """This rank's batches for one epoch (with `rng` None: in a fixed order). All ranks draw the
     same global batches of batch_size x world examples, or of batch_tokens x world padded target
     tokens (the same rng state), and rank r takes every world-th example of each: see
     `EpochBatches`."""
-    return EpochBatches(src_lens, tgt_lens, batch_size, rng, batch_tokens, world.rank, world.size, rows)
+    return EpochBatches(lengths, batch_size, rng, batch_tokens, world.rank, world.size, rows)
 
 
 def all_sum(values: list[float], world: World, device: torch.device) -> list[float]:

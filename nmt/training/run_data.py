@@ -167,5 +167,5 @@ def epoch_batches(data: TrainingData, cfg: Config, epoch: int, world: distribute
     every process of a torchrun job rebuild the same without keeping a random state."""
     rng = np.random.default_rng([cfg.train.seed, epoch])
     rows = data.train.epoch_rows(rng) if isinstance(data.train, CorpusMix) else None  # several corpora, weighted
-    return distributed.epoch_shard(data.train.src_lens, data.train.tgt_lens, cfg.train.batch_size, rng, world,
-                                   cfg.train.batch_tokens, rows)  # positions among `rows` back to rows of the mix
+    return distributed.epoch_shard(data.train.lengths, cfg.train.batch_size, rng, world, cfg.train.batch_tokens,
+                                   rows)  # positions among `rows` back to rows of the mix

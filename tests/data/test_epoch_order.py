@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 from nmt.data import epoch_order
-from nmt.data.epoch_order import EpochBatches, Permutation, bucket_batches
+from nmt.data.epoch_order import EpochBatches, Lengths, Permutation, bucket_batches
 
 
 @pytest.mark.parametrize("n", [1, 2, 3, 17, 1000, 4097, 300_001])
@@ -40,11 +40,11 @@ def _lens(n, seed=0):
 def test_every_fitting_row_once_globally_shuffled_and_counted_without_making_the_list(small_windows, batch_size,
                                                                                      batch_tokens):
     src, tgt = _lens(1000)
-    epoch = EpochBatches(src, tgt, batch_size, np.random.default_rng(3), batch_tokens)
+    epoch = EpochBatches(Lengths(src, tgt), batch_size, np.random.default_rng(3), batch_tokens)
     batches = list(epoch)
     rows = np.concatenate(batches)
     assert sorted(rows.tolist()) == np.flatnonzero(src).tolist()  # each trainable row once, no long one
-    assert len(epoch) == len(batches) == len(EpochBatches(src, tgt, batch_size, np.random.default_rng(3),
+    assert len(epoch) == len(batches) == len(EpochBatches(Lengths(src, tgt), batch_size, np.random.default_rng(3),
                                                           batch_tokens))
     first_window = np.concatenate(epoch.window(0))
     assert len(set((first_window // 100).tolist())) >= 8  # a window draws from (nearly) every tenth of the corpus
@@ -62,8 +62,8 @@ def test_every_fitting_row_once_globally_shuffled_and_counted_without_making_the
 
 def test_two_ranks_share_each_global_batch_across_windows(small_windows):
     src, tgt = _lens(500, seed=1)
-    single = list(EpochBatches(src, tgt, 10, np.random.default_rng(5)))
-    ranks = [EpochBatches(src, tgt, 5, np.random.default_rng(5), rank=r, size=2) for r in range(2)]
+    single = list(EpochBatches(Lengths(src, tgt), 10, np.random.default_rng(5)))
+    ranks = [EpochBatches(Lengths(src, tgt), 5, np.random.default_rng(5), rank=r, size=2) for r in range(2)]
     shards = [list(r) for r in ranks]
     dropped = [b for b in single if len(b) < 2]  # a window's last batch of one row gives a rank nothing
     assert len(shards[0]) == len(shards[1]) == len(ranks[0]) == len(single) - len(dropped)
@@ -74,9 +74,9 @@ def test_two_ranks_share_each_global_batch_across_windows(small_windows):
 
 def test_without_a_random_state_the_order_is_fixed_and_sorted_within_a_window(small_windows):
     src, tgt = _lens(300, seed=2)
-    a, b = (list(EpochBatches(src, tgt, 16)) for _ in range(2))
+    a, b = (list(EpochBatches(Lengths(src, tgt), 16)) for _ in range(2))
     assert [x.tolist() for x in a] == [x.tolist() for x in b]
-    first = np.concatenate(EpochBatches(src, tgt, 16).window(0))
+    first = np.concatenate(EpochBatches(Lengths(src, tgt), 16).window(0))
     assert set(first.tolist()) == set(np.flatnonzero(src[:64]).tolist())
     keys = list(zip(src[first].tolist(), tgt[first].tolist()))
     assert keys == sorted(keys) and len(set(keys)) > 10  # by source length, then target length
@@ -85,7 +85,7 @@ def test_without_a_random_state_the_order_is_fixed_and_sorted_within_a_window(sm
 def test_weighted_rows_are_batched_as_given(small_windows):
     src, tgt = _lens(200, seed=4)
     rows = np.concatenate([np.arange(200), np.arange(50)])  # the first 50 drawn twice, as a corpus mix does
-    batches = list(EpochBatches(src, tgt, 8, np.random.default_rng(0), rows=rows))
+    batches = list(EpochBatches(Lengths(src, tgt), 8, np.random.default_rng(0), rows=rows))
     drawn = np.concatenate(batches).tolist()
     assert sorted(drawn) == sorted(r for r in rows.tolist() if src[r])
 

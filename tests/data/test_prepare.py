@@ -292,7 +292,9 @@ def _spy(function, calls: list):
 
 
 def test_training_lengths_are_kept_beside_the_stores_and_a_later_start_reads_them(tmp_path, monkeypatch):
-    from nmt.data.batches import TrainingSet
+    from nmt.data import batches
+    from nmt.data.batches import StoredLengths, TrainingSet
+    from nmt.data.epoch_order import EpochBatches, Lengths
     from nmt.data.indexed import IndexedArray, IndexedWriter
 
     rng = np.random.default_rng(1)
@@ -306,10 +308,21 @@ def test_training_lengths_are_kept_beside_the_stores_and_a_later_start_reads_the
     first = TrainingSet.from_stores(src, tgt, 8, 2, folder=tmp_path)
     plain = TrainingSet.from_stores(src, tgt, 8, 2)
     assert cache.is_file() and 0 < first.fitting() < 300
-    assert (first.src_lens == plain.src_lens).all() and (first.tgt_lens == plain.tgt_lens).all()
+    assert all((a == b).all() for a, b in zip(first.lengths.arrays(), plain.lengths.arrays()))
     monkeypatch.setattr(IndexedArray, "sizes", lambda *a, **k: pytest.fail("read the sizes again"))
     again = TrainingSet.from_stores(src, tgt, 8, 2, folder=tmp_path)
-    assert (again.src_lens == plain.src_lens).all() and (again.tgt_lens == plain.tgt_lens).all()
+    assert all((a == b).all() for a, b in zip(again.lengths.arrays(), plain.lengths.arrays()))
+    # Read from the file a slice at a time (here 64 rows), never whole: the same as in memory.
+    monkeypatch.setattr(batches, "STORED_SLICE", 64)
+    stored, held = again.lengths, Lengths(*plain.lengths.arrays())
+    assert isinstance(stored, StoredLengths) and isinstance(plain.lengths, Lengths)
+    rows = np.random.default_rng(2).integers(0, 300, 500)  # repeats, out of order
+    assert all((a == b).all() for a, b in zip(stored.take(rows), held.take(rows)))
+    assert stored.too_long().tolist() == held.too_long().tolist() and stored.longest_target() == held.longest_target()
+    epochs = [EpochBatches(lengths, 8, np.random.default_rng(3), batch_tokens) for lengths in (stored, held)
+              for batch_tokens in (0, 40)]
+    assert [b.tolist() for b in epochs[0]] == [b.tolist() for b in epochs[2]]
+    assert [b.tolist() for b in epochs[1]] == [b.tolist() for b in epochs[3]]
     np.save(cache, np.zeros((2, 299), np.uint8))  # lengths of other stores are not trusted
     with pytest.raises(pytest.fail.Exception):
         TrainingSet.from_stores(src, tgt, 8, 2, folder=tmp_path)

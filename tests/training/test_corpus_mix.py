@@ -60,7 +60,7 @@ def test_weights_draw_each_corpus_as_often_as_asked(corpora, tmp_path):
     counts, parts = _drawn(data, cfg, 1)
     sizes = [len(p.pairs) for p in data.train.parts]
     assert sizes[1] > 100 and (parts == 1).sum() == sizes[1]
-    fits = data.train.src_lens > 0  # the pairs within data.max_len: no other is ever batched
+    fits = data.train.lengths.src > 0  # the pairs within data.max_len: no other is ever batched
     assert (counts[(parts == 0) & fits] == 2).all() and (counts[~fits] == 0).all()  # weight 2: every pair twice
     extra_counts = counts[parts == 1]
     drawn = round(0.5 * sizes[1])  # a half of the rows, once each, those within data.max_len batched

@@ -12,6 +12,7 @@ import torch
 import yaml
 from conftest import TINY, toy_lines, write_corpus_zip
 
+from nmt.data.epoch_order import Lengths
 from nmt.training import distributed
 
 HELPERS = Path(__file__).resolve().parents[1] / "helpers"
@@ -108,7 +109,7 @@ def test_epoch_shards_are_disjoint_equal_and_cover_the_global_batches():
     src_lens, tgt_lens = np.arange(203) % 9 + 2, np.arange(203) % 7 + 2
 
     def shard(n, batch_size, world):
-        return [b.tolist() for b in distributed.epoch_shard(src_lens[:n], tgt_lens[:n], batch_size,
+        return [b.tolist() for b in distributed.epoch_shard(Lengths(src_lens[:n], tgt_lens[:n]), batch_size,
                                                             np.random.default_rng(5), world)]
 
     single = shard(203, 20, distributed.SINGLE)

@@ -141,7 +141,7 @@ def test_the_length_limit_and_its_training_lengths_are_kept_in_the_prepared_fold
     prepared = PreparedCorpus(folder, cfg)
     src, tgt = real_ids(prepared, "train", "src"), real_ids(prepared, "train", "tgt")
     kept = np.load(lengths_file(folder, first[0]))
-    assert kept.shape == (2, len(src)) and (kept == training_lengths(src, tgt, first[0])).all()
+    assert kept.shape == (2, len(src)) and (kept == training_lengths(src, tgt, first[0]).arrays()).all()
     assert recipe.length_limit(folder, cfg, corpus) == first and len(read) == 2  # the record, not the stores
     monkeypatch.setattr(recipe, "MAX_DROPPED", 0.5)  # another rule: worked out again
     assert recipe.length_limit(folder, cfg, corpus)[0] <= first[0] and len(read) == 4

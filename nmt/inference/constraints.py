@@ -131,6 +131,8 @@ class Rules:
     @property
     def least_length(self) -> int:
         """The fewest tokens an output obeying these rules can hold: the length cap's floor."""
+        if not self.terms:  # nearly every sentence: its term forms are not worth making
+            return len(self.prefix)
         return len(self.prefix) + sum(map(min, self._forms.lengths))
 
     def ranking_penalty(self, search_penalty: float) -> float:

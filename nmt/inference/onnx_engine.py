@@ -154,6 +154,6 @@ class OnnxSeq2Seq:
 
 def load_engine(checkpoint: Path, engine: str, threads: int | None = None) -> OnnxSeq2Seq:
     """The ONNX engine (`onnx`: int8, `onnx-fp32`) for the export of `checkpoint`."""
-    require_onnx()
+    require_onnx(export=False)
     directory, manifest = read_manifest(checkpoint)
     return OnnxSeq2Seq(directory, manifest, VARIANTS[engine], threads or torch.get_num_threads())

@@ -47,9 +47,12 @@ class MissingOnnx(NmtError):
     """The optional onnx/onnxruntime packages are not installed."""
 
 
-def require_onnx() -> None:
+def require_onnx(export: bool = True) -> None:
+    """onnxruntime there to decode, and onnx too to export (imported only for that: 0.6 s of a
+    decoding command's start)."""
     try:
-        import onnx  # noqa: F401
+        if export:
+            import onnx  # noqa: F401
         import onnxruntime  # noqa: F401
     except ImportError:
         raise MissingOnnx(f"the ONNX engine needs onnx and onnxruntime: install them with {ONNX_INSTALL}") from None

@@ -220,6 +220,12 @@ def test_without_onnxruntime_the_engine_names_the_install_command(tmp_path, monk
     assert Translator.load(str(checkpoint), "cpu").translate("w1 w2")  # the torch engine needs none of it
 
 
+def test_decoding_needs_onnxruntime_but_not_the_onnx_package(run, engines, monkeypatch):
+    monkeypatch.setitem(sys.modules, "onnx", None)  # import onnx now fails: only exporting needs it
+    translator = Translator.load(str(run), "cpu", engine="onnx")
+    assert translator.translate(["w1 w2 w3"]) == engines["onnx"].translate(["w1 w2 w3"])
+
+
 def test_onnx_engines_run_on_the_cpu_only(run):
     with pytest.raises(NmtError, match="runs on the CPU"):
         Translator.load(str(run), "cuda", engine="onnx")

@@ -153,7 +153,10 @@ class EpochBatches:
 
     def _make_window(self, w: int) -> list[np.ndarray]:
         rows, src, tgt = self._window_lengths(w)
-        order = np.argsort(src.astype(np.int64) * self.widest + tgt, kind="stable")
+        key = src.astype(np.int64) * self.widest + tgt
+        if key.max(initial=0) < 1 << 16:  # nearly always: numpy sorts 16-bit keys by radix, 8x faster
+            key = key.astype(np.uint16)
+        order = np.argsort(key, kind="stable")
         rows = rows[order]
         if self.batch_tokens:
             batches = token_batches(rows, tgt[order], self.batch_tokens)

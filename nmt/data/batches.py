@@ -225,7 +225,8 @@ class StoredLengths:
                 offset = f.tell()
         except (OSError, ValueError):
             return None
-        if shape != (2, n) or fortran or stored != np.dtype(dtype) or path.stat().st_size != offset + 2 * n * stored.itemsize:
+        whole = path.stat().st_size == offset + 2 * n * stored.itemsize  # not cut short
+        if shape != (2, n) or fortran or stored != np.dtype(dtype) or not whole:
             return None
         return cls(path, n, stored, offset)
 

@@ -108,13 +108,13 @@ class EpochBatches:
     """One epoch's batches of rows, computed a window at a time: iterate them (`from_batch` skips
     ahead for a resumed run), take `len()` or a slice.
 
-    `lengths`: each row's (`PairLengths`: a row over data.max_len is never batched). `rows`: the epoch's rows when not every row once (a
-    weighted corpus mix). Without `rng`, the rows in order, unshuffled (counting, evaluation).
-    With `size` processes, each global batch (batch_size x size sentences or batch_tokens x size
-    tokens) is dealt to the ranks, rank r taking every size-th row, so ranks see disjoint, equally
-    long shards and a step of N processes is a step of one process with an N times larger batch;
-    a global batch too small to give every rank a row is dropped (an empty shard would stall the
-    gradient all-reduce)."""
+    `lengths`: each row's (`PairLengths`: a row over data.max_len is never batched). `rows`: the
+    epoch's rows when not every row once (a weighted corpus mix). Without `rng`, the rows in
+    order, unshuffled (counting, evaluation). With `size` processes, each global batch
+    (batch_size x size sentences or batch_tokens x size tokens) is dealt to the ranks, rank r
+    taking every size-th row, so ranks see disjoint, equally long shards and a step of N
+    processes is a step of one process with an N times larger batch; a global batch too small to
+    give every rank a row is dropped (an empty shard would stall the gradient all-reduce)."""
 
     def __init__(self, lengths: PairLengths, batch_size: int, rng: np.random.Generator | None = None,
                  batch_tokens: int = 0, rank: int = 0, size: int = 1, rows: np.ndarray | None = None):

@@ -13,7 +13,7 @@ import numpy as np
 import torch
 
 from nmt.data.corpus import Pair
-from nmt.data.epoch_order import Lengths, PairLengths, bucket_batches
+from nmt.data.epoch_order import Lengths, PairLengths, bucket_batches, stable_order
 from nmt.data.indexed import IndexedArray
 from nmt.data.tokenizer import Tokenizer
 from nmt.data.vocab import Vocab
@@ -242,9 +242,8 @@ class StoredLengths:
             yield start, np.frombuffer(os.pread(self.file.fileno(), count * size, at), self.dtype)
 
     def take(self, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        # The rows grouped by slice: slice numbers sort as 16-bit keys (by radix, a few ms a million rows).
-        slice_of = (rows // STORED_SLICE).astype(np.uint16)
-        order = np.argsort(slice_of, kind="stable")
+        slice_of = rows // STORED_SLICE  # the rows grouped by slice: a few ms a million rows
+        order = stable_order(slice_of)
         bounds = np.cumsum([0, *np.bincount(slice_of, minlength=-(-self.n // STORED_SLICE)).tolist()])
         out = (np.empty(len(rows), self.dtype), np.empty(len(rows), self.dtype))
         for side in (0, 1):

@@ -153,10 +153,7 @@ class EpochBatches:
 
     def _make_window(self, w: int) -> list[np.ndarray]:
         rows, src, tgt = self._window_lengths(w)
-        key = src.astype(np.int64) * self.widest + tgt
-        if key.max(initial=0) < 1 << 16:  # nearly always: numpy sorts 16-bit keys by radix, 8x faster
-            key = key.astype(np.uint16)
-        order = np.argsort(key, kind="stable")
+        order = stable_order(src.astype(np.int64) * self.widest + tgt)
         rows = rows[order]
         if self.batch_tokens:
             batches = token_batches(rows, tgt[order], self.batch_tokens)
@@ -248,3 +245,11 @@ def token_batches(order: np.ndarray, lens: np.ndarray, batch_tokens: int) -> lis
     if count:
         batches.append(order[start:])
     return batches
+
+
+def stable_order(keys: np.ndarray) -> np.ndarray:
+    """`np.argsort(keys, kind="stable")` of non-negative keys; where they fit in 16 bits (nearly
+    always: lengths, slice numbers) numpy sorts them by radix, 8x faster."""
+    if keys.max(initial=0) < 1 << 16:
+        keys = keys.astype(np.uint16)
+    return np.argsort(keys, kind="stable")

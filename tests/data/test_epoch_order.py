@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 from nmt.data import epoch_order
-from nmt.data.epoch_order import EpochBatches, Lengths, Permutation, bucket_batches
+from nmt.data.epoch_order import EpochBatches, Lengths, Permutation, bucket_batches, stable_order
 
 
 @pytest.mark.parametrize("n", [1, 2, 3, 17, 1000, 4097, 300_001])
@@ -21,6 +21,12 @@ def test_the_permutation_depends_on_the_key_and_shuffles():
     first = a[:1000]
     assert np.histogram(first, bins=10, range=(0, 10_000))[0].min() > 60
     assert abs(np.corrcoef(np.arange(1000), first)[0, 1]) < 0.1
+
+
+@pytest.mark.parametrize("high", [3, 1 << 17, 1 << 40])  # 16-bit keys, keys just past them, wide ones
+def test_the_stable_order_is_numpys_whether_or_not_the_keys_fit_16_bits(high):
+    keys = np.random.default_rng(high).integers(0, high, 5000)
+    assert np.array_equal(stable_order(keys), np.argsort(keys, kind="stable"))
 
 
 @pytest.fixture

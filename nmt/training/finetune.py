@@ -84,12 +84,14 @@ def child_config(parent: Parent, config_path: Path | None, overrides: list[str])
 def student_config(teacher: Parent, config_path: Path, overrides: list[str], lineage: tuple[str, str]) -> Config:
     """A distilled student's config: its model and training from `config_path`, then `overrides`;
     its data keys the teacher's (tokenizer, vocabularies, direction, length limit, held-out sets),
-    but for those the file or the overrides set that shape no vocabulary; `lineage` (the teacher
+    but for those the file or the overrides set that shape no vocabulary (a key the file leaves
+    `auto` is the teacher's, so that a student may take configs/default.yaml); `lineage` (the teacher
     as given, and the sha256 of its checkpoints) recorded as train.teacher and train.teacher_sha256."""
     raw = read_raw_config(config_path)
     written = raw.get("data") or {}
     if not isinstance(written, dict):
         raise ConfigError(f"{config_path}: data must be a mapping of keys to values")
+    written = {key: value for key, value in written.items() if value != "auto"}  # e.g. configs/default.yaml's
     taught = {**teacher.cfg.to_dict()["data"], "path": None, "num_pairs": None, "weight": 1.0, "corpora": []}
     raw["data"] = {**taught, **written}
     try:

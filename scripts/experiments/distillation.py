@@ -9,6 +9,12 @@ beam 5), and sentences per second of each way of decoding on the same CPU, in on
         --set data.max_len=auto --set data.split_digits=true --set data.protect=true
     nmt export runs/teacher && nmt export runs/student && nmt export runs/student-original
     python scripts/experiments/distillation.py runs/teacher runs/student runs/student-original
+
+An ensemble into one model of the default's size, against one default run at beam 5:
+
+    nmt train --out runs/teacher2 --set train.seed=2 && nmt export runs/teacher2
+    nmt distill runs/teacher+runs/teacher2 --out runs/one --config configs/default.yaml --set train.patience=0
+    nmt eval --bleu --beam 5 -c runs/teacher -c runs/one -c runs/teacher2 -c runs/teacher+runs/teacher2
 """
 
 from __future__ import annotations

@@ -17,7 +17,7 @@ from typer.testing import CliRunner
 from nmt.cli import app
 from nmt.data.corpus import load_splits
 from nmt.inference.translator import Translator
-from nmt.training import distill
+from nmt.training import distill, job
 
 STUDENT = {"model": {"embed_size": 16, "hidden_size": 16, "num_layers": 1, "attention": "additive"},
            "train": {"batch_size": 16, "lr": 0.01, "epochs": 1, "seed": 3, "device": "cpu", "threads": 1,
@@ -129,6 +129,20 @@ def test_what_cannot_be_distilled_is_one_line(teacher, student_config, tmp_path)
     line = _fails(str(teacher["run"]), "--out", "student", "--config", str(student_config), "--data", str(other))
     assert "the teacher's vocabularies were learned from" in line
     assert not (tmp_path / "student").exists()
+
+
+def test_a_config_whose_data_keys_are_auto_takes_the_teachers(teacher, tmp_path):
+    """`--config configs/default.yaml`, a student of the default's size: its `auto` data keys (the
+    vocabulary size, the length limit) are the ones the teacher's recipe chose, not a refusal."""
+    config = tmp_path / "default-size.yaml"
+    default = yaml.safe_load((REPO / "configs" / "default.yaml").read_text(encoding="utf-8"))
+    written = {key: value for key, value in default["data"].items() if value == "auto"}
+    assert written  # what this test is about: configs/default.yaml leaves some data keys to the recipe
+    config.write_text(yaml.safe_dump({**STUDENT, "data": written}), encoding="utf-8")
+    found = distill.load_teacher(str(teacher["run"]))
+    cfg = job.job_config(config, False, [], teacher=found)[0]
+    assert {key: getattr(cfg.data, key) for key in written} == {key: getattr(found.data, key) for key in written}
+    assert "auto" not in {getattr(cfg.data, key) for key in written}
 
 
 def test_auto_translates_in_int8_where_the_teacher_has_a_current_export(teacher, tmp_path):

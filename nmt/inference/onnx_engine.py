@@ -128,10 +128,10 @@ class OnnxSeq2Seq:
                    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, DecoderState, torch.Tensor]:
         """`Seq2Seq.candidates`, run by ONNX Runtime. The graph holds the <eos> id and the banned id
         it was exported with: search bans that one (attention, which reads only the weights, may
-        pass None). For k None (an ensemble's member) the graph reads every token by name, in
-        vocabulary order, as the PyTorch model gives it. The `also` tokens' log-probabilities come
-        from the graph beside its k best; an export made before it could (no `named` input) ranks
-        every token instead, and the k best, the named ones or all in vocabulary order are read from that."""
+        pass None). For k None (an ensemble's member, forced scoring) the graph reads every token by
+        name, in vocabulary order, as the PyTorch model gives it. The `also` tokens' log-probabilities
+        come from the graph beside its k best; an export made before it could (no `named` input)
+        ranks every token instead, and the k best, the named ones or all of them are read from that."""
         if banned_id not in (None, self.banned_id):
             raise ValueError(f"this export bans id {self.banned_id}, not {banned_id}")
         by_name = k is None and self.reads_named  # every token named: read in vocabulary order, no sort
@@ -159,12 +159,14 @@ class OnnxSeq2Seq:
         return top, ids, eos, state, weights
 
     def _every_id(self, rows: int) -> np.ndarray:
-        """`named` that reads every token (an ensemble member's step; ranking them all in the graph
-        instead decoded two 30-minute runs in int8 at beam 5 at 28.7 test sentences/s, not 147.3: `AMD EPYC`),
-        made once for the most rows asked yet and cut to `rows`."""
-        if len(self._every) < rows:
-            self._every = np.ascontiguousarray(np.broadcast_to(np.arange(self.vocab_size), (rows, self.vocab_size)))
-        return self._every[:rows]
+        """`named` that reads every token (ranking them all in the graph instead decoded an int8
+        ensemble of two 30-minute runs at beam 5 at 28.7 test sentences/s, not 147.3: `AMD EPYC`),
+        made once for the most rows asked yet and cut to `rows` (read once: batches decode on threads)."""
+        every = self._every
+        if len(every) < rows:
+            every = self._every = np.ascontiguousarray(np.broadcast_to(np.arange(self.vocab_size),
+                                                                       (rows, self.vocab_size)))
+        return every[:rows]
 
 
 def load_engine(checkpoint: Path, engine: str, threads: int | None = None) -> OnnxSeq2Seq:

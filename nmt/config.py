@@ -226,23 +226,10 @@ class ModelConfig:
                               "set model.input_feeding: false (it always attends from its bottom layer's output)")
         if self.bidirectional and self.hidden_size % 2:
             raise ConfigError(f"model.bidirectional needs an even model.hidden_size (got {self.hidden_size})")
-        if self.tie_embeddings and self.embed_size != self.hidden_size and not self.attentional:
-            raise ConfigError(f"model.tie_embeddings with model.embed_size != model.hidden_size ({self.embed_size} != "
-                              f"{self.hidden_size}) needs the attentional layer that narrows the decoder's outputs "
-                              f"to the embeddings: set model.decoder: parallel or model.input_feeding: true")
+        if self.tie_embeddings and self.embed_size != self.hidden_size:
+            raise ConfigError(f"model.tie_embeddings needs model.embed_size == model.hidden_size "
+                              f"({self.embed_size} != {self.hidden_size})")
         _one_of("model", ATTENTION_TYPES, attention=self.attention)
-
-    @property
-    def attentional(self) -> bool:
-        """Whether the decoder ends in the attentional layer tanh(W [top; context]) (Luong's)."""
-        return self.decoder == "parallel" or self.input_feeding
-
-    @property
-    def output_size(self) -> int:
-        """The width of the decoder's outputs, which the output projection reads: with tied
-        embeddings the attentional layer narrows them to the embeddings' (a factorised output
-        layer, as fairseq's decoder_out_embed_dim), so the LSTMs may be wider than the vocabularies."""
-        return self.embed_size if self.tie_embeddings else self.hidden_size
 
 
 @dataclass(frozen=True)

@@ -26,13 +26,13 @@ from nmt.model.attention import AdditiveAttention
 
 
 class AlignmentHead(nn.Module):
-    def __init__(self, output_size: int, hidden_size: int, embed_size: int):
+    def __init__(self, hidden_size: int, embed_size: int):
         super().__init__()
-        self.attention = AdditiveAttention(output_size + embed_size, hidden_size, hidden_size)
+        self.attention = AdditiveAttention(hidden_size + embed_size, hidden_size, hidden_size)
 
     def forward(self, outputs: torch.Tensor, written: torch.Tensor, memory: torch.Tensor,
                 src_mask: torch.Tensor) -> torch.Tensor:
-        """outputs (batch, tgt_len, output): the decoder's at each position; written (batch,
+        """outputs (batch, tgt_len, hidden): the decoder's at each position; written (batch,
         tgt_len, embed): the embedding of the token written there; memory (batch, src_len, hidden)
         -> alignment weights (batch, tgt_len, src_len), each row a distribution over the source."""
         query = torch.cat((outputs, written), dim=-1).detach()

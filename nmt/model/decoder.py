@@ -7,9 +7,7 @@ maps the LSTM output to the target vocabulary.
 Options a user of OpenNMT-py or Joey NMT expects, all off in the seed design:
 - input feeding: an attentional output tanh(W [LSTM output; context]) feeds the projection and
   is also read by the next step's LSTM, so each step knows what the last one attended to;
-- tied embeddings: the output projection reuses the target embedding matrix (Press & Wolf, 2017);
-  with an attentional layer the embeddings may be narrower than the LSTMs, which that layer
-  narrows its outputs to (a factorised output layer: wider LSTMs for the same vocabulary weights).
+- tied embeddings: the output projection reuses the target embedding matrix (Press & Wolf, 2017).
 
 `AttentionDecoder` holds what every arrangement of the decoder shares (embedding, attention,
 attentional layer, output projection); `Decoder` is this stepwise arrangement,
@@ -50,7 +48,7 @@ class DecoderState:
     prepared_keys: torch.Tensor  # (batch, src_len, units) keys projected once per batch
     src_mask: torch.Tensor  # (batch, src_len) True on real source tokens
     hidden: LSTMState  # (h, c), each (layers, batch, hidden)
-    feed: torch.Tensor | None = None  # (batch, output) last attentional output, with input feeding
+    feed: torch.Tensor | None = None  # (batch, hidden) last attentional output, with input feeding
 
     def select(self, index: torch.Tensor, same_sources: bool = False) -> DecoderState:
         """Keep (and repeat) batch rows by `index`, as beam search and finished-row pruning need.
@@ -97,7 +95,7 @@ class AttentionDecoder(nn.Module):
     (the order the weights are drawn in, so a seed gives the stepwise decoder the weights it always
     had): `step` (one position) and `teacher_forced` (every position)."""
 
-    def __init__(self, vocab_size: int, cfg: ModelConfig, pad_id: int):
+    def __init__(self, vocab_size: int, cfg: ModelConfig, pad_id: int, attentional: bool):
         super().__init__()
         hidden_size = cfg.hidden_size
         self.embedding = nn.Embedding(vocab_size, cfg.embed_size, padding_idx=pad_id)
@@ -105,10 +103,11 @@ class AttentionDecoder(nn.Module):
         self.output_dropout = nn.Dropout(cfg.output_dropout)  # on what the output projection reads, in training
         self.attention = ATTENTION[cfg.attention](hidden_size, hidden_size, hidden_size)
         self.layers(cfg)
-        self.attentional = nn.Linear(2 * hidden_size, cfg.output_size, bias=False) if cfg.attentional else None
+        self.attentional = nn.Linear(2 * hidden_size, hidden_size, bias=False) if attentional else None
         self.input_feeding = cfg.input_feeding  # the state carries the last attentional output (`feed`)
-        self.out = nn.Linear(cfg.output_size, vocab_size)
+        self.out = nn.Linear(hidden_size, vocab_size)
         if cfg.tie_embeddings:
+            assert cfg.embed_size == hidden_size, "model.tie_embeddings' rule, checked with the config"
             self.out.weight = self.embedding.weight
         self.use_cells: bool | None = None  # None: cells on CUDA and for small inference steps (see above)
 
@@ -141,17 +140,17 @@ class AttentionDecoder(nn.Module):
         return x.is_cuda or (x.shape[0] <= CPU_CELLS_MAX_ROWS and not torch.is_grad_enabled())
 
     def step(self, emb: torch.Tensor, state: DecoderState) -> tuple[torch.Tensor, DecoderState, torch.Tensor]:
-        """One step: emb (batch, embed) -> output (batch, output), new state, weights (batch, src_len)."""
+        """One step: emb (batch, embed) -> output (batch, hidden), new state, weights (batch, src_len)."""
         raise NotImplementedError
 
     def teacher_forced(self, emb: torch.Tensor, state: DecoderState
                        ) -> tuple[torch.Tensor, DecoderState, torch.Tensor]:
-        """emb (batch, tgt_len, embed) -> outputs (batch, tgt_len, output), the final state and the
+        """emb (batch, tgt_len, embed) -> outputs (batch, tgt_len, hidden), the final state and the
         attention weights (batch, tgt_len, src_len), as a loop of `step` gives them."""
         raise NotImplementedError
 
     def project(self, hidden: torch.Tensor) -> torch.Tensor:
-        """(rows, output) -> (rows, vocab) logits, computed for a padded row count (see above)."""
+        """(rows, hidden) -> (rows, vocab) logits, computed for a padded row count (see above)."""
         rows = hidden.shape[0]
         padded = -rows % PROJECTION_ROWS_MULTIPLE
         if not padded:
@@ -172,7 +171,7 @@ class AttentionDecoder(nn.Module):
         return self.scored(hidden, positions), state, weights
 
     def scored(self, hidden: torch.Tensor, positions: torch.Tensor | None = None) -> torch.Tensor:
-        """The teacher-forced run's outputs `hidden` (batch, tgt_len, output) -> the logits
+        """The teacher-forced run's outputs `hidden` (batch, tgt_len, hidden) -> the logits
         `forward` returns (see there)."""
         flat = hidden.flatten(0, 1)
         outputs = self.output_dropout(flat if positions is None else flat.index_select(0, positions))
@@ -195,10 +194,10 @@ class Decoder(AttentionDecoder):
     teacher forcing walks the target one position at a time."""
 
     def __init__(self, vocab_size: int, cfg: ModelConfig, pad_id: int = 0):
-        super().__init__(vocab_size, cfg, pad_id)
+        super().__init__(vocab_size, cfg, pad_id, attentional=cfg.input_feeding)
 
     def layers(self, cfg: ModelConfig) -> None:
-        feed_size = cfg.output_size if cfg.input_feeding else 0
+        feed_size = cfg.hidden_size if cfg.input_feeding else 0
         self.rnn = nn.LSTM(cfg.hidden_size + cfg.embed_size + feed_size, cfg.hidden_size, cfg.num_layers,
                            batch_first=True, dropout=cfg.dropout if cfg.num_layers > 1 else 0.0)
 

@@ -31,7 +31,7 @@ class ParallelDecoder(AttentionDecoder):
     def __init__(self, vocab_size: int, cfg: ModelConfig, pad_id: int = 0):
         assert not cfg.input_feeding, "model.decoder: parallel's rule, checked with the config"
         self.dropout = cfg.dropout  # on each layer's output where it enters the layer above, as nn.LSTM's
-        super().__init__(vocab_size, cfg, pad_id)
+        super().__init__(vocab_size, cfg, pad_id, attentional=True)
 
     def layers(self, cfg: ModelConfig) -> None:
         self.lstms = nn.ModuleList(nn.LSTM(cfg.embed_size if layer == 0 else 2 * cfg.hidden_size, cfg.hidden_size,
@@ -39,7 +39,7 @@ class ParallelDecoder(AttentionDecoder):
 
     def run(self, emb: torch.Tensor, state: DecoderState, cells: bool = False
             ) -> tuple[torch.Tensor, DecoderState, torch.Tensor]:
-        """emb (batch, steps, embed) -> attentional outputs (batch, steps, output), the state after
+        """emb (batch, steps, embed) -> attentional outputs (batch, steps, hidden), the state after
         the last step, attention weights (batch, steps, src_len). `cells`: one step by fused cells."""
         h0, c0 = state.hidden
         finals = []

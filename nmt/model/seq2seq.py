@@ -108,5 +108,5 @@ def build_model(cfg: ModelConfig, src_vocab: Vocab, tgt_vocab: Vocab) -> Seq2Seq
         raise ConfigError(f"model.alignment_head must be decided before a model is built (got {cfg.alignment_head!r})")
     encoder = Encoder(len(src_vocab), cfg, src_vocab.pad_id)
     decoder = (ParallelDecoder if cfg.decoder == "parallel" else Decoder)(len(tgt_vocab), cfg, tgt_vocab.pad_id)
-    head = AlignmentHead(cfg.output_size, cfg.hidden_size, cfg.embed_size) if cfg.alignment_head else None
+    head = AlignmentHead(cfg.hidden_size, cfg.embed_size) if cfg.alignment_head else None
     return Seq2Seq(encoder, decoder, head)

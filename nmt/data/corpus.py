@@ -50,6 +50,13 @@ def corpus_exists(path: Path, cfg: DataConfig) -> bool:
     return path.is_file() or all(p.is_file() for p in language_files(path, cfg))
 
 
+def recorded_corpus(state: dict | None, cfg: DataConfig) -> str | None:
+    """The corpus a run's checkpoint records it trained on (`nmt train --data`), where it still is:
+    so a run's own corpus is found without --data again."""
+    recorded = (state or {}).get("corpus")
+    return recorded["path"] if recorded and corpus_exists(Path(recorded["path"]), cfg) else None
+
+
 def require_corpus(path: Path, cfg: DataConfig, what: str, origin: str = "") -> None:
     """One line saying that `what` is not at `path` (named by `origin`), and the forms a corpus takes."""
     if not corpus_exists(path, cfg):

@@ -20,7 +20,7 @@ import torch
 
 from nmt.config import Config
 from nmt.data.batches import encode_pairs
-from nmt.data.corpus import resolve_corpus
+from nmt.data.corpus import recorded_corpus, resolve_corpus
 from nmt.data.manifest import corpus_name
 from nmt.data.prepare import ensure_prepared
 from nmt.data.prepared_corpus import TRAINING_WORDS, PreparedCorpus, training_words
@@ -91,7 +91,7 @@ def load_test_set(spec: TestSpec, loaded: LoadedModel) -> tuple[TestSet, str, Vo
     they cannot be found: the rare-word subset is then left out)."""
     data = loaded.cfg.data
     if not spec.from_files:
-        corpus = resolve_corpus(spec.data, data)
+        corpus = resolve_corpus(spec.data or recorded_corpus(loaded.state, data), data)
         prepared = PreparedCorpus(ensure_prepared(corpus, data), data)
         pairs = prepared.pairs(spec.split)
         if not pairs:
@@ -125,7 +125,8 @@ def run_training_words(loaded: LoadedModel) -> Vocab | None:
     if (loaded.path.parent / TRAINING_WORDS).is_file():
         return training_words(loaded.path.parent / TRAINING_WORDS, data.min_freq)
     try:
-        return PreparedCorpus(ensure_prepared(resolve_corpus(None, data), data), data).training_words(data.min_freq)
+        corpus = resolve_corpus(recorded_corpus(loaded.state, data), data)
+        return PreparedCorpus(ensure_prepared(corpus, data), data).training_words(data.min_freq)
     except DataError:
         return None
 

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from nmt.config import DataConfig
-from nmt.data.corpus import Overlap, PairReader, SplitCounter, held_out_files, split_pairs
+from nmt.data.corpus import Overlap, corpus_exists, PairReader, SplitCounter, held_out_files, split_pairs
 from nmt.data.manifest import corpus_change, corpus_name, file_sha256
 from nmt.errors import NmtError
 from nmt.files import write_text_atomically
@@ -63,7 +63,7 @@ def load_teacher(spec: str, data_path: str | None = None) -> Teacher:
     if not recorded:
         raise NmtError(f"{loaded.path} does not record the corpus it trained on; give it with --data")
     corpus = Path(data_path or recorded["path"])
-    if not corpus.exists():
+    if not corpus_exists(corpus, loaded.cfg.data):
         raise NmtError(f"the teacher trained on {recorded['path']}, which is not there; give its corpus with --data")
     if change := corpus_change(recorded, corpus, loaded.cfg.data):
         raise NmtError(f"the teacher's vocabularies were learned from {recorded['path']}, but {corpus}: {change}; "

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from nmt.config import Config, apply_overrides, load_config, saved_config
-from nmt.data.corpus import resolve_corpus
+from nmt.data.corpus import recorded_corpus, resolve_corpus
 from nmt.data.manifest import corpus_change
 from nmt.errors import ConfigError, NmtError
 from nmt.model.checkpoint import newest_good_checkpoint
@@ -82,7 +82,7 @@ def find_corpus(data_path: str | None, cfg: Config, state: dict | None) -> tuple
     --data names one, and refuses another: its vocabularies and its position in the epoch belong
     to that corpus. Checkpoints from before the record resume as they always did."""
     recorded = (state or {}).get("corpus")
-    data_path = resumed_corpus(data_path, state)
+    data_path = resumed_corpus(data_path, state, cfg)
     corpus = resolve_corpus(data_path, cfg.data)
     if recorded:
         if recorded["path"] != str(corpus.resolve()):
@@ -95,12 +95,9 @@ def find_corpus(data_path: str | None, cfg: Config, state: dict | None) -> tuple
     return corpus, data_path
 
 
-def resumed_corpus(data_path: str | None, state: dict | None) -> str | None:
+def resumed_corpus(data_path: str | None, state: dict | None, cfg: Config) -> str | None:
     """--data, or for a resumed run without it the corpus it trained on, where that still is."""
-    recorded = (state or {}).get("corpus")
-    if recorded and data_path is None and Path(recorded["path"]).exists():
-        return recorded["path"]
-    return data_path
+    return data_path or recorded_corpus(state, cfg.data)
 
 
 def check_job(target: Path | None, resume: bool, overrides: list[str], data_path: str | None,
@@ -120,7 +117,7 @@ def start_job(target: Path | None, resume: bool, overrides: list[str], out: Path
         raise NmtError("--resume continues a run in its own directory; drop --out")
     cfg, run_dir, state, parent = job_config(target, resume, overrides, init_from, teacher)
     world = distributed.init(cfg.train.device)
-    data_path = resumed_corpus(data_path, state)
+    data_path = resumed_corpus(data_path, state, cfg)
     if world.is_main:
         find_corpus(data_path, cfg, state)  # found (or downloaded) before a directory is made for it
     if run_dir is None:

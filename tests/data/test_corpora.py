@@ -92,9 +92,10 @@ def test_another_language_pair_trains_translates_and_evaluates(german, tmp_path,
     assert out.exit_code == 0, out.output
     # A word model writes lowercased words: German punctuation (no space before !), a capital first letter.
     assert out.stdout.splitlines() == ["Wir sehen das auto heute.", "Er mag einen hund!"]
-    ev = invoke("eval", "--bleu", "-c", run, "--data", german / form)
+    ev = invoke("eval", "--bleu", "-c", run)  # its own corpus, as the checkpoint records it: no --data again
     assert ev.exit_code == 0, ev.output
     lines = ev.stdout.splitlines()
+    assert f"test split of {(german / form).resolve()}" in lines[0], lines[0]
     assert "(word tokenizer, en -> de)" in lines[0] and "tok:13a" in next(x for x in lines if x.startswith("beam 5: BLEU"))
     legacy = next(x for x in lines if x.startswith("beam 5, lowercased and tokenized (legacy): BLEU"))
     assert float(legacy.split()[7]) > 50  # lowercased, as the word model writes

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from conftest import REPO, toy_lines, train_toy_model, write_corpus_zip, seed_data
+from conftest import REPO, TINY, toy_lines, train_toy_model, write_corpus_zip, seed_data
 from typer.testing import CliRunner
 
 from nmt.cli import app
@@ -129,6 +129,21 @@ def test_what_cannot_be_distilled_is_one_line(teacher, student_config, tmp_path)
     line = _fails(str(teacher["run"]), "--out", "student", "--config", str(student_config), "--data", str(other))
     assert "the teacher's vocabularies were learned from" in line
     assert not (tmp_path / "student").exists()
+
+
+def test_a_teacher_trained_on_two_line_aligned_files_finds_them(tmp_path):
+    """A teacher trained on PREFIX.en and PREFIX.fr (`--data PREFIX`) records PREFIX, which is no
+    file itself: its corpus is found without --data, and with it."""
+    prefix = tmp_path / "corpus"
+    pairs = [line.split("\t") for line in toy_lines()]
+    for side, lang in enumerate(("en", "fr")):
+        prefix.with_name(f"corpus.{lang}").write_text("".join(p[side] + "\n" for p in pairs), encoding="utf-8")
+    config = tmp_path / "tiny.yaml"
+    config.write_text(yaml.safe_dump({**TINY, "train": {**TINY["train"], "epochs": 1}}), encoding="utf-8")
+    trained = CliRunner().invoke(app, ["train", str(config), "--data", str(prefix), "--out", "run", "--quiet"])
+    assert trained.exit_code == 0, trained.output
+    for data in (None, str(prefix)):
+        assert distill.load_teacher("run", data).corpus.resolve() == prefix.resolve()
 
 
 def test_a_config_whose_data_keys_are_auto_takes_the_teachers(teacher, tmp_path):

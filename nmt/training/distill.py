@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from nmt.config import DataConfig
-from nmt.data.corpus import Overlap, corpus_exists, PairReader, SplitCounter, held_out_files, split_pairs
+from nmt.data.corpus import Overlap, PairReader, SplitCounter, corpus_exists, held_out_files, split_pairs
 from nmt.data.manifest import corpus_change, corpus_name, file_sha256
 from nmt.errors import NmtError
 from nmt.files import write_text_atomically

@@ -31,6 +31,9 @@ SUBWORD_TYPES = ("unigram", "bpe")
 AUTO = "auto"
 RECIPE_KEYS = ("data.vocab_size", "data.max_len", "model.dropout", "model.embed_dropout", "model.output_dropout",
                "train.label_smoothing", "train.lr", "train.epochs", "train.guided_alignment", "model.alignment_head")
+# A width set to `auto` is a distilled student's, decided from its teacher by `nmt distill`
+# (nmt/training/student_size.py): the widest at which it holds a quarter of the teacher's parameters.
+STUDENT_KEYS = ("model.embed_size", "model.hidden_size")
 # A language code as it names files (PREFIX.en) and sacreBLEU tokenizers: letters, then -REGION.
 LANGUAGE_CODE = re.compile(r"[A-Za-z]{2,8}(-[A-Za-z0-9]{1,8})?")
 
@@ -42,7 +45,7 @@ def _decided(values: dict[str, Any]) -> dict[str, Any]:
 
 def _auto_or_number(section: str, obj: Any) -> None:
     """A recipe key holds a number or `auto`, no other string."""
-    for dotted in RECIPE_KEYS:
+    for dotted in RECIPE_KEYS + STUDENT_KEYS:
         key_section, key = dotted.split(".")
         value = getattr(obj, key) if key_section == section else None
         if isinstance(value, str) and value != AUTO:
@@ -193,8 +196,8 @@ class DataConfig:
 
 @dataclass(frozen=True)
 class ModelConfig:
-    embed_size: int = 256
-    hidden_size: int = 256
+    embed_size: int | str = 256  # `auto`: a student's (STUDENT_KEYS)
+    hidden_size: int | str = 256
     num_layers: int = 2
     dropout: float | str = 0.0  # between LSTM layers
     attention: str = "additive"
@@ -221,10 +224,13 @@ class ModelConfig:
         _within("model", "[0, 1)", dropout=self.dropout, embed_dropout=self.embed_dropout,
                 output_dropout=self.output_dropout)
         _one_of("model", DECODERS, decoder=self.decoder)
+        if (self.embed_size == AUTO) != (self.hidden_size == AUTO):
+            raise ConfigError("model.embed_size and model.hidden_size are auto together (a student's width, which "
+                              "nmt distill decides) or both numbers")
         if self.decoder == "parallel" and self.input_feeding:
             raise ConfigError("model.decoder: parallel feeds nothing back from one position to the next: "
                               "set model.input_feeding: false (it always attends from its bottom layer's output)")
-        if self.bidirectional and self.hidden_size % 2:
+        if self.bidirectional and isinstance(self.hidden_size, int) and self.hidden_size % 2:
             raise ConfigError(f"model.bidirectional needs an even model.hidden_size (got {self.hidden_size})")
         if self.tie_embeddings and self.embed_size != self.hidden_size:
             raise ConfigError(f"model.tie_embeddings needs model.embed_size == model.hidden_size "
@@ -337,10 +343,11 @@ class Config:
 def require_decided(cfg: Config) -> Config:
     """`cfg` as a run trains with it: no `auto` left in a recipe key or the precision, so that the
     model and the loop read numbers and booleans, never the string."""
-    left = cfg.auto_keys() + (["train.precision"] if cfg.train.precision == AUTO else [])
+    left = cfg.auto_keys() + [key for key in STUDENT_KEYS if cfg.value(key) == AUTO]
+    left += ["train.precision"] if cfg.train.precision == AUTO else []
     if left:
-        raise ConfigError(f"{', '.join(left)}: still auto where the run starts (the recipe and the "
-                          f"precision decide them first: nmt.training.run_setup.setup)")
+        raise ConfigError(f"{', '.join(left)}: still auto where the run starts (the recipe, a "
+                          f"student's sizing and the precision decide them first: nmt.training.run_setup.setup)")
     return cfg
 
 
@@ -358,7 +365,7 @@ def _check_type(value: Any, annotation: Any, key: str) -> Any:
             return value
         if typing.get_origin(option) is list and isinstance(value, list) and all(isinstance(v, str) for v in value):
             return list(value)
-    names = " or ".join("null" if o is type(None) else "auto" if key in RECIPE_KEYS and o is str else o.__name__
+    names = " or ".join("null" if o is type(None) else "auto" if key in RECIPE_KEYS + STUDENT_KEYS and o is str else o.__name__
                         for o in options)
     raise ConfigError(f"{key} must be {names} (got {value!r})")
 

@@ -22,7 +22,9 @@ def _with(section, key, value):
 
 @pytest.mark.parametrize("raw, message", [
     (_with("train", "lrr", 0.1), r"train: unknown key\(s\) \['lrr'\]"),
-    (_with("model", "hidden_size", "big"), "model.hidden_size must be int"),
+    (_with("model", "hidden_size", "big"), "model.hidden_size must be a number or auto"),
+    (_with("model", "hidden_size", "auto"), "model.embed_size and model.hidden_size are auto together"),
+    (_with("model", "hidden_size", 2.5), "model.hidden_size must be int or auto"),
     (_with("model", "hidden_size", 0), r"model.hidden_size must be > 0 \(got 0\)"),
     (_with("model", "num_layers", -1), "model.num_layers must be > 0"),
     (_with("train", "lr", 0), "train.lr must be > 0"),
@@ -115,3 +117,6 @@ def test_a_run_starts_with_every_auto_decided():
         require_decided(undecided)
     with pytest.raises(ConfigError, match="alignment_head must be decided"):
         build_model(undecided.model, vocab, vocab)
+    student = config_from_dict({**raw, "model": {**raw["model"], "embed_size": "auto", "hidden_size": "auto"}})
+    with pytest.raises(ConfigError, match="model.alignment_head, model.embed_size, model.hidden_size, train.precision: still auto"):
+        require_decided(student)

@@ -13,13 +13,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from nmt.config import Config, apply_overrides, config_from_dict, read_raw_config, saved_config
+from nmt.config import AUTO, Config, apply_overrides, config_from_dict, read_raw_config, saved_config
 from nmt.data.manifest import VOCABULARY_KEYS, file_sha256
 from nmt.data.tokenizer import Tokenizer, load_tokenizer
 from nmt.data.vocab import Vocab
 from nmt.errors import CheckpointError, ConfigError, NmtError
 from nmt.model.checkpoint import read_checkpoint
 from nmt.model.runs import resolve_checkpoint
+from nmt.training.student_size import student_width
 
 # The data keys whose change would call for other vocabularies than the parent's.
 @dataclass(frozen=True)
@@ -83,6 +84,7 @@ def child_config(parent: Parent, config_path: Path | None, overrides: list[str])
 
 def student_config(teacher: Parent, config_path: Path, overrides: list[str], lineage: tuple[str, str]) -> Config:
     """A distilled student's config: its model and training from `config_path`, then `overrides`;
+    its width, where the file leaves it `auto`, sized to the teacher (nmt/training/student_size.py);
     its data keys the teacher's (tokenizer, vocabularies, direction, length limit, held-out sets),
     but for those the file or the overrides set that shape no vocabulary (a key the file leaves
     `auto` is the teacher's, so that a student may take configs/default.yaml); `lineage` (the teacher
@@ -100,6 +102,10 @@ def student_config(teacher: Parent, config_path: Path, overrides: list[str], lin
         raise ConfigError(f"{config_path}: {e}") from None
     _refuse_vocabulary_changes(taught, child["data"], f"{config_path} or --set", "a student", "teacher")
     child["train"].update(teacher=lineage[0], teacher_sha256=lineage[1])
+    if child["model"]["hidden_size"] == AUTO:
+        src_vocab, tgt_vocab = Vocab(teacher.state["src_vocab"]), Vocab(teacher.state["tgt_vocab"])
+        width = student_width(config_from_dict(child).model, teacher.cfg.model, src_vocab, tgt_vocab)
+        child["model"].update(embed_size=width, hidden_size=width)
     return config_from_dict(child)
 
 

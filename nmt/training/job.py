@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from nmt.config import Config, apply_overrides, load_config, saved_config
+from nmt.config import AUTO, Config, apply_overrides, load_config, saved_config
 from nmt.data.corpus import recorded_corpus, resolve_corpus
 from nmt.data.manifest import corpus_change
 from nmt.errors import ConfigError, NmtError
@@ -73,6 +73,10 @@ def job_config(target: Path | None, resume: bool, overrides: list[str], init_fro
         run_dir, state = None, None
     else:
         cfg, run_dir, state = load_config(target or DEFAULT_CONFIG, overrides), None, None
+        if cfg.model.hidden_size == AUTO:
+            raise ConfigError("model.embed_size and model.hidden_size are auto: a student's width, which nmt distill "
+                              "sizes to its teacher; to train this config alone give numbers (--set "
+                              "model.embed_size=80 --set model.hidden_size=80)")
     resolve_runtime(cfg)
     return cfg, run_dir, state, parent
 

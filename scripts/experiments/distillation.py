@@ -6,7 +6,8 @@ beam 5), and sentences per second of each way of decoding on the same CPU, in on
     nmt distill runs/teacher --out runs/student                    # configs/student.yaml
     nmt train configs/student.yaml --out runs/student-original \\
         --set data.tokenizer=subword --set data.subword_type=bpe --set data.vocab_size=auto \\
-        --set data.max_len=auto --set data.split_digits=true --set data.protect=true
+        --set data.max_len=auto --set data.split_digits=true --set data.protect=true \\
+        --set model.embed_size=80 --set model.hidden_size=80   # the student's width (its log, config.yaml)
     nmt export runs/teacher && nmt export runs/student && nmt export runs/student-original
     python scripts/experiments/distillation.py runs/teacher runs/student runs/student-original
 
@@ -22,7 +23,7 @@ the test split test_2016_flickr), also scored as the papers score it:
     M=data/multi30k; DATA="--data $M/raw/train --valid $M/raw/val --test $M/raw/test_2016_flickr \
         --set data.src_lang=en --set data.tgt_lang=de"
     nmt train $DATA --out runs/m-teacher && nmt distill runs/m-teacher --out runs/m-student
-    nmt train configs/student.yaml $DATA --out runs/m-student-original --set ...   # as above
+    nmt train configs/student.yaml $DATA --out runs/m-student-original --set ...   # as above, width 104
     python scripts/experiments/distillation.py runs/m-teacher runs/m-student runs/m-student-original \
         --papers-refs $M/tok/test_2016_flickr.lc.norm.tok.de
 """

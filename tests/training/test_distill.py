@@ -4,6 +4,7 @@ the teacher's valid and test splits."""
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import shutil
@@ -15,9 +16,13 @@ from conftest import REPO, TINY, toy_lines, train_toy_model, write_corpus_zip, s
 from typer.testing import CliRunner
 
 from nmt.cli import app
+from nmt.config import saved_config
 from nmt.data.corpus import load_splits
 from nmt.inference.translator import Translator
+from nmt.model import build_model
+from nmt.model.checkpoint import read_checkpoint
 from nmt.training import distill, job
+from nmt.training.finetune import load_parent
 
 STUDENT = {"model": {"embed_size": 16, "hidden_size": 16, "num_layers": 1, "attention": "additive"},
            "train": {"batch_size": 16, "lr": 0.01, "epochs": 1, "seed": 3, "device": "cpu", "threads": 1,
@@ -83,9 +88,33 @@ def test_a_student_learns_the_teachers_translations_in_its_vocabularies_and_spli
     again = _distill(str(run), "--out", "student2", "--config", str(REPO / "configs" / "student.yaml"),
                      "--set", "train.max_steps=1", "--set", "train.threads=1")
     assert again.exit_code == 0 and "reused" in again.output, again.output
-    assert yaml.safe_load((tmp_path / "student2" / "config.yaml").read_text())["model"]["hidden_size"] == 80
+    width = yaml.safe_load((tmp_path / "student2" / "config.yaml").read_text())["model"]["hidden_size"]
+    assert f"student: model.embed_size = model.hidden_size = {width}," in again.output
+    assert _widest_quarter(run, tmp_path / "student2", width)
     evaluated = CliRunner().invoke(app, ["eval", "-c", str(student), "--data", str(corpus)])
     assert evaluated.exit_code == 0, evaluated.output
+
+
+def _widest_quarter(teacher: Path, student: Path, width: int) -> bool:
+    """The student's width is a multiple of 8 at which it holds at most a quarter of the
+    teacher's parameters (counted in the checkpoints), and 8 more would hold more."""
+    def weights(run: Path) -> int:
+        return sum(t.numel() for t in read_checkpoint(run / "best.pt")["model"].values())
+
+    student_config = saved_config(yaml.safe_load((student / "config.yaml").read_text()))
+    _, src_vocab, tgt_vocab = load_parent(str(teacher)).vocabularies()
+    wider = dataclasses.replace(student_config.model, embed_size=width + 8, hidden_size=width + 8)
+    wider_weights = sum(p.numel() for p in build_model(wider, src_vocab, tgt_vocab).parameters())
+    return width % 8 == 0 and weights(student) <= weights(teacher) / 4 < wider_weights
+
+
+def test_a_student_config_with_an_auto_width_trained_alone_asks_for_numbers(teacher, tmp_path):
+    result = CliRunner().invoke(app, ["train", str(REPO / "configs" / "student.yaml"), "--out", "alone",
+                                      "--data", str(teacher["corpus"]), "--set", "data.tokenizer=subword"])
+    lines = result.output.strip().splitlines()
+    assert result.exit_code == 1 and len(lines) == 1, result.output
+    assert "a student's width, which nmt distill sizes to its teacher" in lines[0]
+    assert "--set model.embed_size=80 --set model.hidden_size=80" in lines[0] and not (tmp_path / "alone").exists()
 
 
 def test_an_interrupted_translation_keeps_what_it_wrote_and_resumes(teacher, student_config, tmp_path, monkeypatch):
@@ -176,3 +205,20 @@ def test_auto_translates_in_int8_where_the_teacher_has_a_current_export(teacher,
     folder.mkdir(parents=True)
     (folder / distill.TRANSLATIONS).write_text("une traduction\n", encoding="utf-8")
     assert distill.teacher_engine(found, 5) == "torch"
+
+
+@pytest.mark.parametrize("pieces, width", [(8000, 80), (2000, 104)])
+def test_an_auto_student_width_is_a_quarter_of_the_default_teacher_whatever_its_vocabulary(pieces, width):
+    """configs/student.yaml under a default teacher: on fra-eng's 8,000 pieces the vocabularies hold
+    most weights, so the quarter is narrower than on Multi30k's 2,000."""
+    from nmt.config import config_from_dict
+    from nmt.data.vocab import SPECIALS, Vocab
+    from nmt.training.student_size import student_width
+
+    vocab = Vocab(list(SPECIALS) + [f"piece{i}" for i in range(pieces - len(SPECIALS))])
+    default = yaml.safe_load((REPO / "configs" / "default.yaml").read_text())
+    teacher = config_from_dict({**default, "model": {**default["model"], "dropout": 0.2, "embed_dropout": 0.0,
+                                                     "output_dropout": 0.0, "alignment_head": True}}).model
+    shipped = yaml.safe_load((REPO / "configs" / "student.yaml").read_text())["model"]
+    student = config_from_dict({**default, "model": {**default["model"], **shipped}}).model
+    assert student_width(student, teacher, vocab, vocab) == width

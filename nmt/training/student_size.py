@@ -26,19 +26,18 @@ WIDTH_STEP = 8  # widths in multiples of 8 keep the matrix kernels on their fast
 def student_width(student: ModelConfig, teacher: ModelConfig, src_vocab: Vocab, tgt_vocab: Vocab) -> int:
     """The widest multiple of WIDTH_STEP (at least one step, at most the teacher's width) at which
     `student` holds at most STUDENT_SHARE of `teacher`'s parameters."""
-    budget = STUDENT_SHARE * parameters(teacher, src_vocab, tgt_vocab)
+    def at(width: int) -> int:
+        return parameters(dataclasses.replace(student, embed_size=width, hidden_size=width), src_vocab, tgt_vocab)
+
+    teacher_parameters = parameters(teacher, src_vocab, tgt_vocab)
     low, high = 1, max(1, int(teacher.hidden_size) // WIDTH_STEP)  # in steps; a parameter count grows with width
     while low < high:
         middle = (low + high + 1) // 2
-        width = middle * WIDTH_STEP
-        if parameters(dataclasses.replace(student, embed_size=width, hidden_size=width), src_vocab, tgt_vocab) <= budget:
-            low = middle
-        else:
-            high = middle - 1
+        fits = at(middle * WIDTH_STEP) <= STUDENT_SHARE * teacher_parameters
+        low, high = (middle, high) if fits else (low, middle - 1)
     width = low * WIDTH_STEP
-    sized = parameters(dataclasses.replace(student, embed_size=width, hidden_size=width), src_vocab, tgt_vocab)
     logger.info("student: model.embed_size = model.hidden_size = %d, %s parameters, %.1f%% of the teacher's %s",
-                width, f"{sized:,}", 100 * sized / budget * STUDENT_SHARE, f"{budget / STUDENT_SHARE:,.0f}")
+                width, f"{at(width):,}", 100 * at(width) / teacher_parameters, f"{teacher_parameters:,}")
     return width
 
 

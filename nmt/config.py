@@ -44,7 +44,7 @@ def _decided(values: dict[str, Any]) -> dict[str, Any]:
 
 
 def _auto_or_number(section: str, obj: Any) -> None:
-    """A recipe key holds a number or `auto`, no other string."""
+    """A recipe key or a student's width holds a number or `auto`, no other string."""
     for dotted in RECIPE_KEYS + STUDENT_KEYS:
         key_section, key = dotted.split(".")
         value = getattr(obj, key) if key_section == section else None
@@ -341,8 +341,8 @@ class Config:
 
 
 def require_decided(cfg: Config) -> Config:
-    """`cfg` as a run trains with it: no `auto` left in a recipe key or the precision, so that the
-    model and the loop read numbers and booleans, never the string."""
+    """`cfg` as a run trains with it: no `auto` left in a recipe key, a student's width or the
+    precision, so that the model and the loop read numbers and booleans, never the string."""
     left = cfg.auto_keys() + [key for key in STUDENT_KEYS if cfg.value(key) == AUTO]
     left += ["train.precision"] if cfg.train.precision == AUTO else []
     if left:
@@ -365,7 +365,8 @@ def _check_type(value: Any, annotation: Any, key: str) -> Any:
             return value
         if typing.get_origin(option) is list and isinstance(value, list) and all(isinstance(v, str) for v in value):
             return list(value)
-    names = " or ".join("null" if o is type(None) else "auto" if key in RECIPE_KEYS + STUDENT_KEYS and o is str else o.__name__
+    may_be_auto = key in RECIPE_KEYS + STUDENT_KEYS
+    names = " or ".join("null" if o is type(None) else "auto" if may_be_auto and o is str else o.__name__
                         for o in options)
     raise ConfigError(f"{key} must be {names} (got {value!r})")
 

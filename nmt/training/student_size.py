@@ -36,8 +36,9 @@ def student_width(student: ModelConfig, teacher: ModelConfig, src_vocab: Vocab, 
         fits = at(middle * WIDTH_STEP) <= STUDENT_SHARE * teacher_parameters
         low, high = (middle, high) if fits else (low, middle - 1)
     width = low * WIDTH_STEP
+    sized = at(width)
     logger.info("student: model.embed_size = model.hidden_size = %d, %s parameters, %.1f%% of the teacher's %s",
-                width, f"{at(width):,}", 100 * at(width) / teacher_parameters, f"{teacher_parameters:,}")
+                width, f"{sized:,}", 100 * sized / teacher_parameters, f"{teacher_parameters:,}")
     return width
 
 

@@ -27,6 +27,7 @@ from nmt.training.progress import Progress
 from nmt.training.recipe import fit_to_corpus
 from nmt.training.run_data import TrainingData, epoch_batches, load_data, write_run_files
 from nmt.training.stopping import Budget, LRSchedule
+from nmt.training.student_size import parameters
 
 logger = logging.getLogger(__name__)
 
@@ -107,13 +108,17 @@ def setup(cfg: Config, out_dir: Path, data_path: str | None = None, resume: dict
     together = (f" x {accumulated} accumulated" if accumulated > 1 else "") + (
         f" x {world.size} processes" if world.distributed else "")
     global_batch = f" (global batch {world.size * accumulated * size:,} {unit})" if together else ""
+    weights = sum(p.numel() for p in model.parameters())
     logger.info("model: %s parameters on %s | batches of %s %s%s%s, %d an epoch, %d steps",
-                f"{sum(p.numel() for p in model.parameters()):,}", device, f"{size:,}", unit, together, global_batch,
-                len(first_epoch), steps)
+                f"{weights:,}", device, f"{size:,}", unit, together, global_batch, len(first_epoch), steps)
     schedule, progress = LRSchedule(cfg.train), Progress()
     elapsed = 0.0
     if parent is not None and not parent.weights:
-        logger.info("distilled from %s: its tokenizer and vocabularies, new weights", cfg.train.teacher)
+        teachers = parameters(parent.cfg.model, data.src_vocab, data.tgt_vocab)
+        logger.info("distilled from %s: its tokenizer and vocabularies, new weights; model.embed_size %d, "
+                    "model.hidden_size %d: %.1f%% of %s %s parameters", cfg.train.teacher, cfg.model.embed_size,
+                    cfg.model.hidden_size, 100 * weights / teachers,
+                    "each member's" if "+" in cfg.train.teacher else "the teacher's", f"{teachers:,}")
     elif parent is not None:
         model.load_state_dict(parent.state["model"])
         logger.info("initialised from %s (sha256 %s): its weights, tokenizer and vocabularies; optimizer, "

@@ -11,13 +11,10 @@ student's own design counted as it is built (80 on fra-eng, 104 on Multi30k).
 from __future__ import annotations
 
 import dataclasses
-import logging
 
 from nmt.config import ModelConfig
 from nmt.data.vocab import Vocab
 from nmt.model import build_model
-
-logger = logging.getLogger(__name__)
 
 STUDENT_SHARE = 0.25  # Kim and Rush's students, and the issue's: a quarter of the teacher
 WIDTH_STEP = 8  # widths in multiples of 8 keep the matrix kernels on their fast paths
@@ -35,11 +32,7 @@ def student_width(student: ModelConfig, teacher: ModelConfig, src_vocab: Vocab, 
         middle = (low + high + 1) // 2
         fits = at(middle * WIDTH_STEP) <= STUDENT_SHARE * teacher_parameters
         low, high = (middle, high) if fits else (low, middle - 1)
-    width = low * WIDTH_STEP
-    sized = at(width)
-    logger.info("student: model.embed_size = model.hidden_size = %d, %s parameters, %.1f%% of the teacher's %s",
-                width, f"{sized:,}", 100 * sized / teacher_parameters, f"{teacher_parameters:,}")
-    return width
+    return low * WIDTH_STEP
 
 
 def parameters(model: ModelConfig, src_vocab: Vocab, tgt_vocab: Vocab) -> int:

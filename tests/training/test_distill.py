@@ -89,7 +89,8 @@ def test_a_student_learns_the_teachers_translations_in_its_vocabularies_and_spli
                      "--set", "train.max_steps=1", "--set", "train.threads=1")
     assert again.exit_code == 0 and "reused" in again.output, again.output
     width = yaml.safe_load((tmp_path / "student2" / "config.yaml").read_text())["model"]["hidden_size"]
-    assert f"student: model.embed_size = model.hidden_size = {width}," in again.output
+    logged = (tmp_path / "student2" / "train.log").read_text()
+    assert logged.count(f"new weights; model.embed_size {width}, model.hidden_size {width}: ") == 1, logged
     assert _widest_quarter(run, tmp_path / "student2", width)
     evaluated = CliRunner().invoke(app, ["eval", "-c", str(student), "--data", str(corpus)])
     assert evaluated.exit_code == 0, evaluated.output

@@ -18,7 +18,7 @@ from nmt.config import Config, require_decided
 from nmt.data.epoch_order import EpochBatches
 from nmt.inference.translator import Translator
 from nmt.model import Seq2Seq, build_model
-from nmt.model.runs import truncate_metrics
+from nmt.model.runs import ensemble_members, truncate_metrics
 from nmt.training import distributed
 from nmt.training.board import Board
 from nmt.training.finetune import Parent
@@ -118,7 +118,7 @@ def setup(cfg: Config, out_dir: Path, data_path: str | None = None, resume: dict
         logger.info("distilled from %s: its tokenizer and vocabularies, new weights; model.embed_size %d, "
                     "model.hidden_size %d: %.1f%% of %s %s parameters", cfg.train.teacher, cfg.model.embed_size,
                     cfg.model.hidden_size, 100 * weights / teachers,
-                    "each member's" if "+" in cfg.train.teacher else "the teacher's", f"{teachers:,}")
+                    "each member's" if ensemble_members(cfg.train.teacher) else "the teacher's", f"{teachers:,}")
     elif parent is not None:
         model.load_state_dict(parent.state["model"])
         logger.info("initialised from %s (sha256 %s): its weights, tokenizer and vocabularies; optimizer, "

@@ -189,7 +189,7 @@ def evaluate(checkpoints: list[str | None], spec: TestSpec, bleu: bool, device_n
         results.append(result)
         del loaded
     if len(results) > 1:
-        lines += compare(results, test, loaded_target_lang=direction[1])
+        lines += compare(results, test, loaded_target_lang=direction[1], words=words)
     return lines
 
 
@@ -264,27 +264,40 @@ def evaluate_one(loaded: LoadedModel, device: torch.device, test: TestSet, where
     return Evaluated(lines, hyps, loaded.name)
 
 
-def compare(results: list[Evaluated], test: TestSet, loaded_target_lang: str) -> list[str]:
+def compare(results: list[Evaluated], test: TestSet, loaded_target_lang: str, words: Vocab | None = None) -> list[str]:
     """sacreBLEU's paired bootstrap resampling (1,000 resamples, its seed: $SACREBLEU_SEED or
-    12345) of each model against the first, in standard BLEU and chrF."""
+    12345) of each model against the first, in standard BLEU and chrF: on the whole test set and,
+    given the training words, on its rare-word subset, where a small gap hides most easily."""
+    refs = test.references
+    lines = paired([(r.name, r.hyps) for r in results], refs.references, loaded_target_lang,
+                   f"paired bootstrap resampling against {results[0].name}")
+    rare = rare_word_sources(refs.source_words, words) if words is not None else []
+    if any(rare):
+        subset = [(r.name, [h for h, keep in zip(r.hyps, rare) if keep]) for r in results]
+        lines += paired(subset, refs.subset(rare).references, loaded_target_lang,
+                        f"on the rare-word subset ({sum(rare):,} sources), against {results[0].name}")
+    return lines
+
+
+def paired(systems: list[tuple[str, list[str]]], references: list[list[str]], target_lang: str,
+           title: str) -> list[str]:
+    """The result lines of one paired bootstrap test of each system against the first."""
     from sacrebleu.significance import PairedTest
 
-    streams = reference_streams(test.references.references)
-    systems = [(r.name, r.hyps) for r in results]
-    signatures, scores = PairedTest(systems, sacrebleu_metrics(loaded_target_lang), streams, test_type="bs",
-                                    n_samples=BOOTSTRAP_SAMPLES)()
+    signatures, scores = PairedTest(systems, sacrebleu_metrics(target_lang), reference_streams(references),
+                                    test_type="bs", n_samples=BOOTSTRAP_SAMPLES)()
     names = [m for m in scores if m != "System"]
-    lines = [f"paired bootstrap resampling against {results[0].name} ({BOOTSTRAP_SAMPLES:,} resamples; "
+    lines = [f"{title} ({BOOTSTRAP_SAMPLES:,} resamples; "
              f"mean and 95% confidence interval of each score; p: the chance of a difference at least this "
              f"large if the models were equally good)"]
     base = {m: scores[m][0] for m in names}
-    lines.append("  " + results[0].name + ": " + " | ".join(
+    lines.append("  " + systems[0][0] + ": " + " | ".join(
         f"{m} {base[m].score:.2f} ({base[m].mean:.2f} ± {base[m].ci:.2f})" for m in names))
-    for i, result in enumerate(results[1:], start=1):
+    for i, (name, hyps) in enumerate(systems[1:], start=1):
         # sacreBLEU gives a system against itself its smallest p (1 / (resamples + 1)) on purpose;
         # for identical translations the honest answer is that there is no difference at all.
-        same = result.hyps == results[0].hyps
-        lines.append("  " + result.name + ": " + " | ".join(
+        same = hyps == systems[0][1]
+        lines.append("  " + name + ": " + " | ".join(
             f"{m} {scores[m][i].score:.2f} ({scores[m][i].mean:.2f} ± {scores[m][i].ci:.2f}), "
             f"difference {scores[m][i].score - base[m].score:+.2f}, "
             + ("p = 1 (identical translations)" if same else f"p = {scores[m][i].p_value:.4f}")

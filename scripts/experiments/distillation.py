@@ -70,10 +70,10 @@ def quality(ways: list[tuple[str, str, int, str]], papers_refs: Path | None) -> 
         result.name = name
         print("\n".join(result.lines), flush=True)
         results.append(result)
-    print("\n".join(compare(results, test, target_lang)), flush=True)
+    print("\n".join(compare(results, test, target_lang, words)), flush=True)
     greedy = [r for r in results if r.name.endswith("greedy")]  # the distillation gain: the student against
     if len(greedy) == 2:  # the same student trained on the original pairs, both greedy
-        print("\n".join(compare(greedy, test, target_lang)), flush=True)
+        print("\n".join(compare(greedy, test, target_lang, words)), flush=True)
     if papers_refs:
         papers(results, greedy, papers_refs, target_lang)
 

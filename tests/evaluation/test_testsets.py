@@ -181,6 +181,22 @@ def test_two_checkpoints_are_compared_by_paired_bootstrap(trained, split_files):
     assert any("bs:1000|seed:12345" in line for line in other)
 
 
+def test_the_paired_test_is_repeated_on_the_rare_word_subset(trained, split_files, tmp_path):
+    """Two models are compared on the sources holding a word their training never saw too, and
+    only on those: the subset the single-model lines score, here three sources made rare."""
+    run, lines = trained["run"], split_files["tsv"].read_text(encoding="utf-8").splitlines()
+    marked = [line.replace("\t", " zyzzyva\t", 1) if i < 3 else line for i, line in enumerate(lines)]
+    (tmp_path / "rare.tsv").write_text("\n".join(marked) + "\n", encoding="utf-8")
+    first = sorted(run.glob("ckpt-*.pt"))[0]
+    out = _eval("-c", str(run), "-c", str(first), "--test", str(tmp_path / "rare.tsv"), "--beam", "1")
+    subset = next(line for line in out if line.startswith("rare-word subset ("))
+    sources = int(subset.split("(")[1].split()[0].replace(",", ""))
+    assert sources >= 3
+    title = out.index(next(line for line in out if line.startswith(f"on the rare-word subset ({sources:,} sources)")))
+    assert title > out.index(next(line for line in out if line.startswith("paired bootstrap resampling against")))
+    assert out[title + 2].strip().startswith(f"{first}:") and "chrF" in out[title + 2] and "p = " in out[title + 2]
+
+
 def test_training_validates_on_the_given_dev_set_drops_the_overlap_and_rebuilds_when_it_changes(tmp_path):
     lines = toy_lines()
     write_corpus_zip(tmp_path / "toy.zip", lines)

@@ -13,19 +13,28 @@ import torch
 
 from nmt.errors import NmtError
 from nmt.hardware import resolve_device
-from nmt.inference.onnx_engine import OnnxSeq2Seq
+from nmt.inference.ensemble import Ensemble
+from nmt.inference.onnx_engine import OnnxSeq2Seq, decode_at_once
 
 ENGINES = ("torch", "onnx", "onnx-fp32")
 T, R = TypeVar("T"), TypeVar("R")
 
 
 def map_batches(model: object, decode: Callable[[T], R], batches: list[T]) -> list[R]:
-    """decode(batch) for every batch, in order: the ONNX engine decodes several at once, with
-    torch on one thread meanwhile (`torch_threads`)."""
-    if not isinstance(model, OnnxSeq2Seq):
+    """decode(batch) for every batch, in order: the ONNX engine (one model or an ensemble's
+    members) decodes several at once, with torch on one thread meanwhile (`torch_threads`)."""
+    members = onnx_members(model)
+    if not members:
         return [decode(batch) for batch in batches]
     with torch_threads(model):
-        return model.map_batches(decode, batches)
+        return decode_at_once(members, decode, batches)
+
+
+def onnx_members(model: object) -> list[OnnxSeq2Seq]:
+    """The ONNX Runtime models behind `model`: itself, or each member of an ensemble that ONNX
+    Runtime decodes; none for torch."""
+    members = model.models if isinstance(model, Ensemble) else [model]
+    return members if all(isinstance(member, OnnxSeq2Seq) for member in members) else []
 
 
 def engine_device(engine: str, device: str | torch.device) -> torch.device:
@@ -47,7 +56,7 @@ def torch_threads(model: object) -> Iterator[None]:
     its OpenMP workers otherwise spin on after each call, on the cores ONNX Runtime needs (int8
     greedy on 2 cores, before ONNX Runtime's own spinning was turned off: 774 sentences/s with
     torch at two threads, 1,291 at one)."""
-    if not isinstance(model, OnnxSeq2Seq):
+    if not onnx_members(model):
         yield
         return
     threads = torch.get_num_threads()

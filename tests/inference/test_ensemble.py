@@ -92,6 +92,41 @@ def test_ensembles_decode_alike_with_both_engines_and_onnx_never_ranks_the_whole
     assert ranks and max(ranks) == 1
 
 
+def test_an_onnx_ensemble_decodes_several_batches_at_once_as_one_at_a_time(runs):
+    """Batches of two: every member's one-thread sessions inside the workers, the translations
+    those of the torch engine decoding one batch after another."""
+    pytest.importorskip("onnxruntime")
+    from nmt.inference.onnx_export import export_run
+
+    for run in runs:
+        export_run(run)
+    spec = f"{runs[0]}+{runs[1]}"
+    threads = torch.get_num_threads()
+    torch.set_num_threads(2)  # two workers (the fixture's training left torch on one thread)
+    try:
+        torch_engine, onnx_engine = nmt.load(spec, batch_size=2), nmt.load(spec, batch_size=2, engine="onnx-fp32")
+    finally:
+        torch.set_num_threads(threads)
+    members = onnx_engine.model.models
+    assert all(member.workers is not member.shared for member in members)
+    in_workers = []
+    for member in members:
+        member.session = _recording_worker(member, in_workers)
+    for beam in (1, 3):
+        assert_same(hyps(onnx_engine, beam), hyps(torch_engine, beam))
+    assert in_workers and all(in_workers)
+
+
+def _recording_worker(member, in_workers: list[bool]):
+    session = member.session
+
+    def recorded(part: str):
+        in_workers.append(getattr(member.local, "sessions", None) is member.workers)
+        return session(part)
+
+    return recorded
+
+
 def _recording_k(session, ranks: list[int]):
     class Recorded:
         def __init__(self, part: str):

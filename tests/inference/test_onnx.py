@@ -18,6 +18,7 @@ from nmt.cli import app  # noqa: E402
 from nmt.config import config_from_dict  # noqa: E402
 from nmt.data.vocab import SPECIALS, Vocab  # noqa: E402
 from nmt.errors import CheckpointError, NmtError  # noqa: E402
+from nmt.inference.onnx_engine import decode_at_once  # noqa: E402
 from nmt.inference.onnx_export import MissingOnnx, export_dir, export_run  # noqa: E402
 from nmt.inference.translator import Translator  # noqa: E402
 from nmt.model import build_model  # noqa: E402
@@ -267,8 +268,8 @@ def test_several_batches_are_decoded_at_once_in_order(engines):
         seen.append(model.session("decoder") is model.workers["decoder"])
         return batch * 10
 
-    assert model.map_batches(decode, list(range(6))) == [0, 10, 20, 30, 40, 50]
-    assert model.map_batches(decode, [7]) == [70]
+    assert decode_at_once([model], decode, list(range(6))) == [0, 10, 20, 30, 40, 50]
+    assert decode_at_once([model], decode, [7]) == [70]
     if model.workers is not model.shared:  # more than one thread: one-thread sessions, a lone batch on all
         assert seen == [True] * 6 + [False]
     assert model.session("decoder") is model.shared["decoder"]  # this thread was never a worker

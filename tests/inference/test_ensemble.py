@@ -73,15 +73,21 @@ def test_the_attention_of_an_ensemble_is_its_members_mean(runs):
     assert torch.allclose(both.attention("I see a cat.", output).weights, mean, atol=1e-5)
 
 
-def test_ensembles_decode_alike_with_both_engines_and_onnx_never_ranks_the_whole_vocabulary(runs):
-    """A member gives its whole distribution at each step: the ONNX graph reads every token by
-    name (ranking all of them in the graph decoded an ensemble's beam 5 at a fifth of the speed)."""
+@pytest.fixture(scope="module")
+def exported(runs):
+    """The two runs, each with its ONNX export."""
     pytest.importorskip("onnxruntime")
     from nmt.inference.onnx_export import export_run
 
     for run in runs:
         export_run(run)
-    spec = f"{runs[0]}+{runs[1]}"
+    return runs
+
+
+def test_ensembles_decode_alike_with_both_engines_and_onnx_never_ranks_the_whole_vocabulary(exported):
+    """A member gives its whole distribution at each step: the ONNX graph reads every token by
+    name (ranking all of them in the graph decoded an ensemble's beam 5 at a fifth of the speed)."""
+    spec = f"{exported[0]}+{exported[1]}"
     torch_engine, onnx_engine = nmt.load(spec), nmt.load(spec, engine="onnx-fp32")
     ranks = []  # each decoder call's k
     for member in onnx_engine.model.models:
@@ -92,15 +98,10 @@ def test_ensembles_decode_alike_with_both_engines_and_onnx_never_ranks_the_whole
     assert ranks and max(ranks) == 1
 
 
-def test_an_onnx_ensemble_decodes_several_batches_at_once_as_one_at_a_time(runs):
+def test_an_onnx_ensemble_decodes_several_batches_at_once_as_one_at_a_time(exported):
     """Batches of two: every member's one-thread sessions inside the workers, the translations
     those of the torch engine decoding one batch after another."""
-    pytest.importorskip("onnxruntime")
-    from nmt.inference.onnx_export import export_run
-
-    for run in runs:
-        export_run(run)
-    spec = f"{runs[0]}+{runs[1]}"
+    spec = f"{exported[0]}+{exported[1]}"
     threads = torch.get_num_threads()
     torch.set_num_threads(2)  # two workers (the fixture's training left torch on one thread)
     try:

@@ -96,9 +96,12 @@ def load_test_set(spec: TestSpec, loaded: LoadedModel) -> tuple[TestSet, str, Vo
         pairs = prepared.pairs(spec.split)
         if not pairs:
             raise DataError(f"the {spec.split} split of {corpus} is empty")
-        name = spec.split if trained_on(loaded, corpus, spec.data) else f"{spec.split}-split-of-{corpus_name(corpus)}"
+        own = trained_on(loaded, corpus, spec.data)
+        name = spec.split if own else f"{spec.split}-split-of-{corpus_name(corpus)}"
         given = getattr(data, spec.split) if spec.data is None else None  # the run's data.valid / data.test
         where = f"{spec.split} split of {corpus}" + (f" (data.{spec.split} {given})" if given else "")
+        if own and loaded.cfg.train.teacher:  # a distilled corpus: only its training split is the teacher's
+            where += f", its own references (the training split holds {loaded.cfg.train.teacher}'s translations)"
         return TestSet(name, group_references(pairs), pairs), where, prepared.training_words(data.min_freq)
     if spec.test:
         test, where = from_corpus(Path(spec.test), data), f"test set {spec.test}"

@@ -94,6 +94,7 @@ def test_a_student_learns_the_teachers_translations_in_its_vocabularies_and_spli
     assert _widest_quarter(run, tmp_path / "student2", width)
     evaluated = CliRunner().invoke(app, ["eval", "-c", str(student), "--data", str(corpus)])
     assert evaluated.exit_code == 0, evaluated.output
+    assert f"its own references (the training split holds {run}'s translations)" in evaluated.output
 
 
 def _widest_quarter(teacher: Path, student: Path, width: int) -> bool:

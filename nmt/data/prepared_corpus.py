@@ -12,6 +12,7 @@ import regex
 from nmt.config import DataConfig
 from nmt.data.corpus import Pair, source_hash, split_pair
 from nmt.data.indexed import IndexedArray
+from nmt.data.marks import END
 from nmt.data.manifest import MANIFEST, read_manifest
 from nmt.data.tokenizer import TOKENIZER, SubwordTokenizer, Tokenizer, WordTokenizer
 from nmt.data.vocab import Vocab
@@ -100,7 +101,7 @@ CASED_WORDS = "cased_words.tsv"
 # a word is a whitespace-separated token without the punctuation at its ends (the word tokenizer's
 # unit: "Don't" is one word, "T-shirt" another)
 WORD_ENDS = "\"'“”‘’«»()[]{}.,;:!?…¡¿"
-SENTENCE_END = regex.compile(r"[.!?…][\"'”’»)]*$")
+SENTENCE_END = regex.compile(END + "$")
 _CAPITAL_INSIDE = regex.compile(r"\s\S*\p{Lu}")
 
 

@@ -30,6 +30,8 @@ from dataclasses import dataclass
 
 import regex
 
+from nmt.data.marks import END_OR_CLOSING
+
 MAX_SPANS = 9  # placeholders ⦅N1⦆ ... ⦅N9⦆; a sentence with more spans keeps its numbers as text
 PLACEHOLDERS = tuple(f"⦅N{i}⦆" for i in range(1, MAX_SPANS + 1))
 _PLACEHOLDER = re.compile(r"⦅N(\d+)⦆")
@@ -53,7 +55,7 @@ _UNTRANSLATED = regex.compile(r"""
 _LINK_END = regex.compile(r"[.,;:!?'\"]+$")
 _TAKEN_OUT = "\x00"  # where a kept span was, while its place is read
 _GAP = re.compile(r"[ \t]*\x00(?:[ \t]*\x00)*[ \t]*")
-_ONLY_CLOSING = re.compile(r"\s*[.!?…。！？\"'”’»)\]]*\s*")
+_ONLY_CLOSING = re.compile(fr"\s*{END_OR_CLOSING}*\s*")
 _DIGIT = re.compile(r"\d")  # every number pattern begins with one
 _MAYBE_UNTRANSLATED = regex.compile(r"[`/@#:\\~]|[^\x00-\x7f]")  # most sentences hold none of these: skip the search
 

@@ -23,6 +23,7 @@ from pathlib import Path
 
 from nmt.config import DecodeConfig
 from nmt.data.prepared_corpus import CASED_WORDS, SENTENCE_END, WORD_ENDS, read_cased_words
+from nmt.data.marks import CLOSING_MARK, END_MARK, END_OR_CLOSING
 from nmt.data.protected_numbers import Found, Number, SpanRule, untranslated_spans
 from nmt.data.tokenizer import Tokenizer
 from nmt.data.vocab import Vocab
@@ -39,9 +40,9 @@ GlossaryLike = Glossary | dict[str, str] | str | list | None
 
 # a text holding neither a sentence's end before more text nor a line break is one sentence: most
 # inputs never reach the splitter
-_MAYBE_SEVERAL = re.compile(r"[.!?…。！？][\"'”’»)\]]*\s+\S|\n")
+_MAYBE_SEVERAL = re.compile(fr"{END_MARK}{CLOSING_MARK}*\s+\S|\n")
 _CLAUSE_END = re.compile(r"[,;:]$|^[–—-]$")
-_CLOSING = re.compile(r"[.!?…。！？]+")
+_CLOSING = re.compile(f"{END_MARK}+")
 _CASED = re.compile(r"[^\W\d_]")
 
 
@@ -329,7 +330,7 @@ class ReadText:
     glossary: Glossary | None
 
 
-_TRAILING_MARK = re.compile(r"[.!?…。！？\"'”’»)\]]+")
+_TRAILING_MARK = re.compile(f"{END_OR_CLOSING}+")
 
 
 def span_places(pieces: Sequence[str], numbers: Sequence[Number], pairs: Sequence[tuple[int, int]]

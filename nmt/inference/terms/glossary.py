@@ -18,6 +18,7 @@ from pathlib import Path
 
 import numpy as np
 
+from nmt.data.marks import END
 from nmt.data.tokenizer import WORD_START, continues_word, special_piece, spells
 from nmt.errors import NmtError
 from nmt.inference.constraints import Pieces
@@ -137,8 +138,8 @@ def elides_before(word: str, lang: str = "fr") -> bool:
 APOSTROPHE = re.compile(r".*['’]")  # a piece ending in one: a word written after it is glued to it
 ELIDED_BY = "l'"  # what a term is written after to see it as the tokenizer writes it after an elision
 
-CLOSER = re.compile(r"[.!?…]+[\"'»”)]*")  # a piece that ends a sentence: ".", "!", "?!", "...", '."'
-_SENTENCE_END = re.compile(CLOSER.pattern + r"(?=\s|$)")  # in a text: before a space or the end
+CLOSER = re.compile(END)  # a piece that ends a sentence: ".", "!", "?!", "...", '."'
+_SENTENCE_END = re.compile(END + r"(?=\s|$)")  # in a text: before a space or the end
 
 
 def pieces_of(itos: Sequence[str], subword: bool) -> Pieces:

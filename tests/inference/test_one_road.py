@@ -1,0 +1,54 @@
+"""The text path's refactor changes nothing a user sees: a run trained here translates the probe of
+scripts/tools/text_probe.py (paragraphs, capitals, links, addresses, emoji, paths, code, numbers,
+markup, glossary terms, a prefix, n-best lists; through `nmt.load`, `nmt translate`, `nmt eval` and
+`nmt serve`) identically with the code the refactor started from, checked out in a git worktree,
+and with this code. And the script that counts the functions one translation enters counts them."""
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import REPO
+
+# The commit the text path's refactor starts from: what every output must still be.
+BEFORE = "cd4dfb5376b92c9fc0634e790a30e25548d9003d"
+PROBE = REPO / "scripts" / "tools" / "text_probe.py"
+
+
+def _worktree_at(commit: str, where: Path) -> Path:
+    """`commit` checked out at `where` (skipped where the repository has no such history: a tarball,
+    a shallow clone)."""
+    git = ["git", "-C", str(REPO)]
+    if subprocess.run([*git, "cat-file", "-e", f"{commit}^{{commit}}"], capture_output=True).returncode:
+        pytest.skip(f"the repository holds no commit {commit[:7]} (a shallow clone?)")
+    subprocess.run([*git, "worktree", "add", "--detach", "-q", str(where), commit], check=True)
+    return where
+
+
+def _probe(run: Path, out: Path, code: Path) -> str:
+    env = {**os.environ, "PYTHONPATH": str(code)}
+    subprocess.run([sys.executable, str(PROBE), str(run), "--out", str(out)], check=True, env=env,
+                   cwd=out.parent, timeout=600)
+    return out.read_text(encoding="utf-8")
+
+
+def test_the_refactored_text_path_translates_as_before(protected_run, tmp_path):
+    before = _worktree_at(BEFORE, tmp_path / "before")
+    try:
+        old = _probe(protected_run, tmp_path / "old.json", before)
+    finally:
+        subprocess.run(["git", "-C", str(REPO), "worktree", "remove", "--force", str(before)], check=False)
+    new = _probe(protected_run, tmp_path / "new.json", REPO)
+    assert '"glossary"' in new and "exit 0" in new  # (the probe went through every door)
+    assert new == old
+
+
+def test_the_text_path_is_counted(protected_run):
+    counted = subprocess.run([sys.executable, str(REPO / "scripts" / "tools" / "text_path.py"), str(protected_run),
+                              "--list"], check=True, capture_output=True, text=True, timeout=300).stdout
+    total, outside = [int(word) for word in counted.split() if word.isdigit()][:3:2]
+    assert 0 < outside < total
+    assert "inference/search.py: " in counted and "search" in counted.split("inference/search.py: ")[1]

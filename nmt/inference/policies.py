@@ -1,11 +1,12 @@
 """What a search policy sees and decides: the live hypotheses, a step's candidates, and the
-interface greedy search, beam search and sampling share (`Policy`), with the plain beam (`Beam`).
+interface greedy search, beam search and sampling share (`Policy`), with the plain beam (`Beam`);
+and what a search lets its caller's rules add to each step (`Hooks`), which it never names.
 The glossary's beam (`nmt.inference.terms.steering.ConstrainedBeam`) and sampling's draw
-(`nmt.inference.sampling.Draw`) are policies too."""
+(`nmt.inference.sampling.Draw`) are policies too, and the glossary's steering is hooks."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -76,6 +77,32 @@ class Beam:
     def arrange(self, moves: list[tuple[int, int, float]], beams: list[Live], rules: Rules
                 ) -> list[tuple[int, int, float, Progress]]:
         return advanced(moves[:self.beam_size], beams, rules)  # best first
+
+
+class Hooks:
+    """What a search lets its caller add to every step beyond the rules' mask (as fairseq's search
+    takes constraints through init_constraints / update_constraints): the decoder state each row
+    reads (`reading`), the candidates' scores after the mask (`steered`, and `owed`, the candidates
+    each row owes, for the policy), and what a new hypothesis keeps for the next step (`marks`).
+    These hooks add nothing; a search made with a `Steer` gets the caller's own."""
+    owed: torch.Tensor | None = None
+
+    def reading(self, state: Any, alive: list[int]) -> Any:
+        return state
+
+    def steered(self, chosen: torch.Tensor, running: torch.Tensor, top: torch.Tensor, ids: torch.Tensor,
+                eos: torch.Tensor, attention: torch.Tensor, steps: list[Step | None], alive: list[int]
+                ) -> tuple[torch.Tensor, torch.Tensor]:
+        return chosen, running
+
+    def marks(self, row: int, hyp: Live, log_prob: float, progress: Progress, rules: Rules) -> Any:
+        return None
+
+
+NO_HOOKS = Hooks()
+# What makes one search's hooks: its sentences' rules, their source lengths, the padded source
+# length, k hypotheses a sentence, each sentence's live hypotheses (the search's own lists) and the device
+Steer = Callable[[list[Rules], list[int], int, int, list[list[Live]], torch.device], Hooks]
 
 
 def advanced(moves: list[tuple[int, int, float]], beams: list[Live], rules: Rules

@@ -12,7 +12,7 @@ import torch
 
 from nmt.errors import NmtError
 from nmt.inference.constraints import Progress, Rules
-from nmt.inference.policies import Live, advanced
+from nmt.inference.policies import Live, Steer, advanced
 from nmt.inference.search import Hypothesis, Sources, Specials, search
 from nmt.model import Seq2Seq
 
@@ -89,10 +89,11 @@ class Draw:
 
 
 def samples(model: Seq2Seq, sources: Sources, specials: Specials, n: int, sampling: Sampling,
-            length_penalty: float = 1.0) -> list[list[Hypothesis]]:
+            length_penalty: float = 1.0, steer: Steer | None = None) -> list[list[Hypothesis]]:
     """`n` samples of each source, best first by their score (the model's own log-probabilities,
     untempered and uncut, <eos> last, normalized as `search` does): the batch repeated n times, drawn
-    at once from one generator seeded with `sampling.seed`, so the same batch draws the same samples again."""
-    drawn = search(model, sources.repeated(n), specials, Draw(sampling, sources.ids.device), length_penalty, 1)
+    at once from one generator seeded with `sampling.seed`, so the same batch draws the same samples again;
+    `steer`: the search's hooks (`search`)."""
+    drawn = search(model, sources.repeated(n), specials, Draw(sampling, sources.ids.device), length_penalty, 1, steer)
     return [sorted((h for hyps in drawn[i * n:(i + 1) * n] for h in hyps), key=lambda h: h.normalized, reverse=True)
             for i in range(sources.ids.shape[0])]

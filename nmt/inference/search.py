@@ -3,7 +3,8 @@
 Every sentence holds up to k live hypotheses (k = 1 for greedy search and sampling), and each
 step runs the model once for all of them. The step's constraints (`nmt.inference.constraints`:
 prefixes, number placeholders, glossary terms, the length cap) are applied as a mask over the
-model's log-probabilities, and the terms a hypothesis owes steer it (`nmt.inference.terms.steering`);
+model's log-probabilities, and a caller's hooks may turn the scores further (the glossary's steering
+toward the terms a hypothesis owes, `nmt.inference.terms.steering`: the search names no feature);
 the policy then proposes each sentence's continuations (`nmt.inference.policies.Beam`: the 2k
 best of its beams; `nmt.inference.sampling.Draw`: one drawn per hypothesis), and the search keeps
 them in the policy's order: an <eos> among a sentence's k first ends a hypothesis, the others live
@@ -18,8 +19,7 @@ from dataclasses import dataclass, field
 import torch
 
 from nmt.inference.constraints import NO_RULES, Progress, Rules, Step, allowed
-from nmt.inference.policies import Candidate, Live, Policy, Turn
-from nmt.inference.terms.steering import Steering, beam_for
+from nmt.inference.policies import NO_HOOKS, Candidate, Hooks, Live, Policy, Steer, Turn
 from nmt.model import Seq2Seq
 
 # Room a step's candidates keep for refused tokens: the number rules refuse a few dozen (digits, other
@@ -71,9 +71,10 @@ class Sources:
 
 @torch.inference_mode()
 def search(model: Seq2Seq, sources: Sources, specials: Specials, policy: Policy, length_penalty: float = 1.0,
-           nbest: int = 1) -> list[list[Hypothesis]]:
+           nbest: int = 1, steer: Steer | None = None) -> list[list[Hypothesis]]:
     """Up to `nbest` hypotheses of each source, best first by normalized score (score /
-    length^`length_penalty`, or the sentence's own exponent where its rules hold one).
+    length^`length_penalty`, or the sentence's own exponent where its rules hold one); `steer`
+    makes the hooks each step calls (`policies.Hooks`; None: none).
 
     A sentence ends once k of its hypotheses have ended, or when its hypotheses reach its cap (then
     they must end). Sentences that end leave the batch, so they cost nothing.
@@ -90,7 +91,7 @@ def search(model: Seq2Seq, sources: Sources, specials: Specials, policy: Policy,
     live = [[Live([], [], Progress()) for _ in range(k)] for _ in range(batch)]
     finished: list[list[Hypothesis]] = [[] for _ in range(batch)]
     alive = list(range(batch))  # the sentence of each group of k rows
-    steering = Steering(rules, sources.lens.tolist(), sources.ids.shape[1], k, live, device)
+    steering = steer(rules, sources.lens.tolist(), sources.ids.shape[1], k, live, device) if steer else NO_HOOKS
     while alive:
         steps = [rules[sent].step(h.progress, len(h.tokens), caps[sent] - len(h.tokens), eos_id)
                  for sent in alive for h in live[sent]]
@@ -173,7 +174,7 @@ def _resolved(proposals: list[list[Candidate]], top: torch.Tensor, ids: torch.Te
 
 
 def _continue(moves: list[tuple[int, int, float]], previous: list[float], beams: list[Live], rules: Rules,
-              policy: Policy, first_row: int, eos_id: int, steering: Steering
+              policy: Policy, first_row: int, eos_id: int, steering: Hooks
               ) -> tuple[list[tuple[float, int, int, Live]], list[tuple[Live, float]]]:
     """One sentence's step: from its proposed continuations, best first, as (beam, token, log-prob),
     those that end (an <eos> among the k first), with their scores, and the hypotheses that live
@@ -223,13 +224,3 @@ def forced(model: Seq2Seq, src: torch.Tensor, src_lens: torch.Tensor, specials: 
     return [(scores_by_row[i][: len(o) + 1], weights_by_row[i, : len(o) + 1, : int(src_lens[i])])
             for i, o in enumerate(outputs)]
 
-
-def greedy(model: Seq2Seq, sources: Sources, specials: Specials) -> list[Hypothesis]:
-    """The most likely token at each step (that the rules allow), one hypothesis per source."""
-    return [hyps[0] for hyps in search(model, sources, specials, beam_for(1, sources.rules))]
-
-
-def beam_search(model: Seq2Seq, sources: Sources, specials: Specials, beam_size: int, length_penalty: float = 1.0,
-                nbest: int = 1) -> list[list[Hypothesis]]:
-    """Batched beam search: k hypotheses for every sentence advance together, one decoder call a step."""
-    return search(model, sources, specials, beam_for(beam_size, sources.rules), length_penalty, nbest)

@@ -36,8 +36,8 @@ from nmt.inference.engines import engine_device, map_batches
 from nmt.inference.ensemble import Ensemble
 from nmt.inference.onnx_engine import OnnxSeq2Seq, load_engine
 from nmt.inference.sampling import Sampling, samples
-from nmt.inference.search import Hypothesis, Sources, Specials, forced, hypothesis, search
-from nmt.inference.terms.steering import beam_for
+from nmt.inference.search import Hypothesis, Sources, Specials, forced, hypothesis
+from nmt.inference.terms.steering import searched, steering_for
 from nmt.inference.sentences import (SENTENCE, CasedWords, GlossaryLike, ReadText, Segment, Segmented, Sentence,
                                      SentenceReader, clause_end, closes_sentence, joined_text, restyled, small_first,
                                      sentence_words, source_ids, span_places, starts_small)
@@ -468,9 +468,9 @@ class Translator:
                           torch.tensor([s.cap for s in batch], device=self.device), [s.rules for s in batch])
         cfg = self.cfg
         if sample is not None:
-            found = samples(self.model, sources, self.specials, nbest, sample, cfg.length_penalty)
+            found = samples(self.model, sources, self.specials, nbest, sample, cfg.length_penalty,
+                            steering_for(sources.rules))
         else:
-            found = search(self.model, sources, self.specials, beam_for(beam, sources.rules), cfg.length_penalty,
-                           nbest)
+            found = searched(self.model, sources, self.specials, beam, cfg.length_penalty, nbest)
         return elision.elided(self.model, sources, self.specials, found, self.tgt_vocab, self.tokenizer,
                               cfg.length_penalty)  # "l'automobile", not "la automobile"

@@ -16,7 +16,8 @@ from nmt.data.vocab import SPECIALS, Vocab
 from nmt.errors import ConfigError
 from nmt.evaluation.report import numbers_copied, numbers_invented
 from nmt.inference.constraints import sentence_rules
-from nmt.inference.search import Sources, Specials, beam_search, greedy
+from nmt.inference.search import Sources, Specials
+from helpers.searches import beam_search, greedy
 from nmt.model import build_model
 
 EN_FR = SpanProtector("en", "fr")

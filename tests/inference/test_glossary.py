@@ -18,9 +18,10 @@ from nmt.inference.constraints import Pieces, Progress, sentence_rules
 from nmt.inference.ensemble import Ensemble
 from nmt.inference.terms.glossary import Glossary, closes, elided_form, elides_before, holds, pieces_of
 from nmt.inference.sampling import Sampling, samples
-from nmt.inference.search import Sources, Specials, beam_search, forced, greedy, search
-from nmt.inference.terms.steering import beam_for
+from nmt.inference.search import Sources, Specials, forced
+from nmt.inference.terms.steering import steering_for
 from nmt.model import build_model
+from helpers.searches import beam_search, greedy
 from conftest import seed_model
 
 NEVER = [WORDS[5], WORDS[6], WORDS[7]]  # words the model below never writes on its own
@@ -47,7 +48,7 @@ def decode(model, terms, how, caps=8, spans=None):
         return [[h.tokens] for h in greedy(model, Sources(src, lens, caps, rules), TARGET_IDS)]
     if how == "sample":
         return [[h.tokens for h in hyps] for hyps in samples(model, Sources(src, lens, caps, rules), TARGET_IDS, 3,
-                                                               Sampling(seed=1))]
+                                                               Sampling(seed=1), steer=steering_for(rules))]
     return [[h.tokens for h in hyps] for hyps in beam_search(model, Sources(src, lens, caps, rules), TARGET_IDS, 4,
                                                               nbest=3)]
 
@@ -217,7 +218,7 @@ def _pieces_decode(model, term, how, pieces, closes=0, cap=8):
     if how == "greedy":
         return [h.tokens for h in greedy(model, batch, ids)]
     if how == "sample":
-        return [h.tokens for hyps in samples(model, batch, ids, 3, Sampling(seed=1)) for h in hyps]
+        return [h.tokens for hyps in samples(model, batch, ids, 3, Sampling(seed=1), steer=steering_for(rules)) for h in hyps]
     return [h.tokens for hyps in beam_search(model, batch, ids, 4, nbest=3) for h in hyps]
 
 
@@ -464,7 +465,7 @@ def test_a_sentence_with_glossary_terms_is_ranked_by_its_own_length_penalty():
                                 length_penalty=1.0, nbest=3)
     own = [sentence_rules(None, 0, terms=[(NEVER[0],)], length_penalty=0.6), sentence_rules(None, 1, length_penalty=0.6)]
     assert own[1].length_penalty is None  # a sentence without terms keeps the search's
-    glossed, unchanged = search(model, Sources(src, lens, torch.full((2,), 8), own), TARGET_IDS, beam_for(4, own), 1.0, 3)
+    glossed, unchanged = beam_search(model, Sources(src, lens, torch.full((2,), 8), own), TARGET_IDS, 4, 1.0, 3)
     for h in glossed:
         assert h.normalized == pytest.approx(h.score / (len(h.tokens) + 1) ** 0.6)
     assert [h.tokens for h in unchanged] == [h.tokens for h in plain]  # a sentence without terms: as before

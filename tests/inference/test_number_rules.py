@@ -24,7 +24,8 @@ from helpers.number_models import (
 
 from nmt.data.protected_numbers import PLACEHOLDERS, SpanRule
 from nmt.inference.constraints import Progress
-from nmt.inference.search import Sources, beam_search, greedy
+from nmt.inference.search import Sources
+from helpers.searches import beam_search, greedy
 
 
 def decode(model, counts, search, caps, nbest=1, prefixes=None, spans=None):

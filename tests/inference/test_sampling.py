@@ -23,7 +23,9 @@ import nmt
 from nmt.cli import app
 from nmt.errors import NmtError
 from nmt.inference.sampling import Sampling, draw_one, samples, truncated
-from nmt.inference.search import Sources, greedy
+from nmt.inference.search import Sources
+from nmt.inference.terms.steering import steering_for
+from helpers.searches import greedy
 
 
 def draw(model, rows, sampling, spans=None, prefixes=None, cap=8):
@@ -31,7 +33,7 @@ def draw(model, rows, sampling, spans=None, prefixes=None, cap=8):
     src, lens = sources(rows)
     rules = rules_of(spans, prefixes) if spans is not None else None
     batch = Sources(src, lens, torch.full((rows,), cap), rules)
-    drawn = [hyps[0] for hyps in samples(model, batch, TARGET_IDS, 1, sampling)]
+    drawn = [hyps[0] for hyps in samples(model, batch, TARGET_IDS, 1, sampling, steer=steering_for(rules))]
     return [h.tokens for h in drawn], [h.token_scores for h in drawn]
 
 

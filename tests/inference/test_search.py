@@ -2,7 +2,8 @@ import pytest
 import torch
 
 from nmt.data.vocab import SPECIALS, Vocab
-from nmt.inference.search import Sources, Specials, beam_search, greedy
+from nmt.inference.search import Sources, Specials
+from helpers.searches import beam_search, greedy
 from nmt.model import build_model
 from conftest import seed_model
 

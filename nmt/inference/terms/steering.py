@@ -2,7 +2,9 @@
 and, under decode.strict_numbers, its number placeholders (`nmt.inference.constraints`: each a
 term of one token).
 
-A search's step asks its `Steering` twice. Before the model runs (`reading`): a hypothesis that has
+`searched` is the search a text's sentences are decoded by: the beam their rules ask for, and,
+where a sentence owes terms, this steering as the search's hooks (`nmt.inference.policies.Hooks`),
+so that the search itself names no feature. A search's step asks its `Steering` twice. Before the model runs (`reading`): a hypothesis that has
 written a glossary term reads the term's source words no more, its row's attention mask leaves
 them out (`Rules.covered`). After (`steered`): a hypothesis that would end, or close its sentence,
 while it owes a term writes what it owes instead (`_ending_as_owed`); a glossary term is due where
@@ -24,7 +26,8 @@ from dataclasses import dataclass
 import torch
 
 from nmt.inference.constraints import Progress, Rules, Step
-from nmt.inference.policies import Beam, Candidate, Live, Turn, advanced
+from nmt.inference.policies import Beam, Candidate, Hooks, Live, Steer, Turn, advanced
+from nmt.inference.search import Hypothesis, Sources, Specials, search
 from nmt.model.attention import sequence_mask
 
 # A glossary term written where it was due, whose twin (the same hypothesis writing the model's own
@@ -54,7 +57,7 @@ def marks_of(hyp: Live) -> TermMarks:
     return hyp.marks or NO_MARKS
 
 
-class Steering:
+class Steering(Hooks):
     """One search's steering: its sentences' rules, their source lengths (`lens`, the padded
     `src_len`), k hypotheses a sentence, each sentence's live hypotheses (the search's own list,
     which it updates in place); between the two calls of a step, what the second found (each owing
@@ -165,6 +168,20 @@ class ConstrainedBeam(Beam):
             places.append((counts.get(bank, 0), -bank))
             counts[bank] = counts.get(bank, 0) + 1
         return [move for _, move in sorted(zip(places, moved), key=lambda pair: pair[0])]
+
+
+def searched(model, sources: Sources, specials: Specials, beam_size: int, length_penalty: float = 1.0,
+             nbest: int = 1) -> list[list[Hypothesis]]:
+    """Up to `nbest` hypotheses of each source (`search`), by the beam its rules ask for
+    (`beam_for`; k = 1: greedy search), steered toward the terms they owe (`steering_for`)."""
+    return search(model, sources, specials, beam_for(beam_size, sources.rules), length_penalty, nbest,
+                  steering_for(sources.rules))
+
+
+def steering_for(rules: Sequence[Rules] | None) -> Steer | None:
+    """The hooks a search of sentences under `rules` needs: `Steering` where one owes terms (glossary
+    terms, strict numbers' placeholders), else none."""
+    return Steering if rules is not None and any(r.terms for r in rules) else None
 
 
 def beam_for(beam_size: int, rules: Sequence[Rules] | None) -> Beam:

@@ -16,9 +16,9 @@ import dataclasses
 import itertools
 import logging
 import math
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
-from functools import cached_property
+from functools import cached_property, partial
 from pathlib import Path
 from typing import NamedTuple
 
@@ -65,7 +65,8 @@ class WordSplit:
 @dataclass(frozen=True)
 class Translation:
     text: str  # plain text, as `nmt translate` prints it
-    tokenized: str  # lowercased and tokenized: the legacy form (`nmt translate --tokenized`)
+    # the legacy form (`tokenized`), or how to make it: only --tokenized and legacy BLEU read it
+    legacy: str | Callable[[], str] = field(repr=False, compare=False)
     score: float  # log-probability / length^decode.length_penalty (glossary_length_penalty with terms), <eos> counted
     # (with a glossary, a term written in the place of the model's own word is credited part of its score)
     tokens: list[str]  # the output pieces (or words) as the model wrote them, <eos> excluded
@@ -75,6 +76,11 @@ class Translation:
     parts: tuple[Translation, ...] = ()  # a text of several sentences: each one's translation, in order
     # the record its search read (ids, spans): what its attention is read from, with no second tokenization
     sentence: Sentence | None = field(default=None, repr=False, compare=False)
+
+    @cached_property
+    def tokenized(self) -> str:
+        """Lowercased and tokenized: the legacy form (`nmt translate --tokenized`)."""
+        return self.legacy if isinstance(self.legacy, str) else self.legacy()
 
     @property
     def words(self) -> list[str]:
@@ -136,10 +142,11 @@ def translation(tokenizer: Tokenizer, tokens: list[str], hyp: Hypothesis, senten
     spans put back as written), with its scores by token and by word."""
     numbers = sentence.numbers
     text = restyled(tokenizer.target_text(tokens), sentence.style)  # (before the spans: a link keeps its case)
-    tokenized = tokenizer.legacy_text(tokens, text) if sentence.style == SENTENCE else legacy_form(text)
     if numbers:  # data.protect: the numbers back, in the target's conventions
         text = tokenizer.protector.restore(text, numbers)  # type: ignore[union-attr]
-        tokenized = legacy_form(text)
+    # (a word model's own tokens where its text was not restyled; else the text tokenized)
+    tokenized = partial(tokenizer.legacy_text, tokens, text) if sentence.style == SENTENCE else \
+        partial(legacy_form, text)
     if tokenizer.kind == "subword":  # a restored number is a piece of the words, as the text spells it
         split = WordSplit([tokenizer.protector.target_piece(t, numbers) for t in tokens]  # type: ignore[union-attr]
                           if numbers else tokens)
@@ -185,7 +192,7 @@ def joined(segmented: Segmented, parts: Sequence[Translation]) -> Translation:
     text = joined_text(segmented, [part.text for part in edited])
     pieces = [p for part in edited for p in part.split.pieces] if all(
         part.split.pieces is not None for part in edited) else None
-    return Translation(text, " ".join(p.tokenized for p in edited), sum(p.score for p in parts), tokens, scores,
+    return Translation(text, lambda: " ".join(p.tokenized for p in edited), sum(p.score for p in parts), tokens, scores,
                        WordSplit(pieces, text, tokens), None, tuple(parts))
 
 
@@ -207,7 +214,7 @@ def clause_part(part: Translation, segment: Segment, continues: bool) -> Transla
         text, tokens[0] = small_first(text), small_first(tokens[0])
         if pieces is not None:
             pieces[0] = small_first(pieces[0])
-    return dataclasses.replace(part, text=text, tokenized=legacy_form(text), tokens=tokens,
+    return dataclasses.replace(part, text=text, legacy=partial(legacy_form, text), tokens=tokens,
                                split=WordSplit(pieces, text, tokens))
 
 

@@ -352,13 +352,13 @@ def test_interactive_prompt_on_a_terminal(trained):
 def test_file_input_is_streamed_in_chunks(trained, tmp_path, monkeypatch):
     from nmt.inference.translator import Translator
     seen = []
-    original = Translator.nbest
+    original = Translator.run
 
     def spy(self, lines, *args, **kwargs):
         seen.append(len(lines))
         return original(self, lines, *args, **kwargs)
 
-    monkeypatch.setattr(Translator, "nbest", spy)
+    monkeypatch.setattr(Translator, "run", spy)
     path = tmp_path / "many.txt"
     path.write_text("I see a cat.\n" * 1100, encoding="utf-8")
     result = invoke("translate", "-i", path, "-c", trained["run"])  # decode.batch_size 32: chunks of 512

@@ -47,6 +47,7 @@ def translate(text: TextArg = None, input_: InputOpt = None, checkpoint: Checkpo
               top_k: TopKOpt = 0, top_p: TopPOpt = 1.0, temperature: TemperatureOpt = 1.0, seed: SeedOpt = 0,
               glossary: GlossaryOpt = None, markup: MarkupOpt = None) -> None:
     """Translate: sentences given here, a file, piped stdin, or an interactive prompt."""
+    from nmt.inference.sentences import Options
     from nmt.inference.terms.glossary import Glossary
     from nmt.inference.translator import Translator
 
@@ -69,19 +70,19 @@ def translate(text: TextArg = None, input_: InputOpt = None, checkpoint: Checkpo
         _translate_with_attention(translator, text, plot, show_attention, beam, terms)
         return
     printer = Printer(translator, tokenized, scores, align, nbest)
-    search = dict(n=nbest, beam=beam, prefix=prefix, sample=sampling, glossary=terms)
-    stream = translator.nbest_stream
+    options = Options(beam=beam, n=nbest, prefix=prefix, sample=sampling, glossary=terms)
+    stream = translator.stream
     if markup is not False and nbest == 1 and not tokenized:
         from nmt.inference.markup import marked_stream
 
         stream = partial(marked_stream, translator, markup=markup)
     if text:
-        printer.print_all(stream(text, **search))
+        printer.print_all(stream(text, options))
     elif input_ is not None:
-        _translate_file(stream, input_, printer, search)
+        _translate_file(stream, input_, printer, options)
     else:  # a prompt, or a pipe: each line answered as it arrives, so a program can talk to nmt line by line
         lines = _prompted_lines(translator.tokenizer.source_lang) if sys.stdin.isatty() else _stdin_lines()
-        printer.print_all(stream(lines, chunk_size=1, **search), flush=True)
+        printer.print_all(stream(lines, options, chunk_size=1), flush=True)
 
 
 class Printer:
@@ -140,7 +141,7 @@ def _sampling(sample: bool, beam: Optional[int], top_k: int, top_p: float, tempe
     return Sampling(top_k, top_p, temperature, seed)
 
 
-def _translate_file(stream, input_: str, printer: Printer, search: dict) -> None:
+def _translate_file(stream, input_: str, printer: Printer, options) -> None:
     """A file (or `-`, stdin) in chunks to stdout, with a progress bar on stderr (a plain line
     every 10 s off a terminal) and the speed at the end: back-translating a large file takes a while."""
     import time
@@ -150,7 +151,7 @@ def _translate_file(stream, input_: str, printer: Printer, search: dict) -> None
 
     total = None if input_ == "-" else _count_lines(Path(input_))
     with _open_input(input_) as f, Meter(total, "translate", "sentences") as meter:
-        for texts, results in stream(iter_text_lines(f, input_), **search):
+        for texts, results in stream(iter_text_lines(f, input_), options):
             printer.print(texts, results)
             meter.update(len(texts))
     seconds = time.monotonic() - meter.start

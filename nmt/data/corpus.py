@@ -42,8 +42,8 @@ def cache_path(cfg: DataConfig) -> Path:
     return CACHE_DIR / (Path(urllib.parse.urlparse(cfg.url).path).name or "corpus.zip")
 
 
-def language_files(prefix: Path, cfg: DataConfig) -> tuple[Path, Path]:
-    return prefix.with_name(f"{prefix.name}.{cfg.src_lang}"), prefix.with_name(f"{prefix.name}.{cfg.tgt_lang}")
+def language_files(base: Path, cfg: DataConfig) -> tuple[Path, Path]:
+    return base.with_name(f"{base.name}.{cfg.src_lang}"), base.with_name(f"{base.name}.{cfg.tgt_lang}")
 
 
 def corpus_exists(path: Path, cfg: DataConfig) -> bool:

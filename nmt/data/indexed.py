@@ -29,8 +29,8 @@ HEADER_BYTES = 32
 INDEX_SLICE = 1 << 20  # sequences a slice of the index is written in
 
 
-def _file(prefix: Path, suffix: str) -> Path:
-    return prefix.with_name(prefix.name + suffix)
+def _file(base: Path, suffix: str) -> Path:
+    return base.with_name(base.name + suffix)
 
 
 def ids_dtype(vocab_size: int) -> type:
@@ -42,10 +42,10 @@ class IndexedWriter:
     """Appends sequences to PREFIX.bin and, on close, writes PREFIX.idx; hashes both as it writes
     (`digests`: file name -> sha256), so checking them later needs no second read."""
 
-    def __init__(self, prefix: Path, dtype: type):
-        self.prefix, self.dtype = prefix, np.dtype(dtype)
+    def __init__(self, base: Path, dtype: type):
+        self.base, self.dtype = base, np.dtype(dtype)
         self.code = next(code for code, d in DTYPES.items() if np.dtype(d) == self.dtype)
-        self.bin = open(_file(prefix, ".bin"), "wb")
+        self.bin = open(_file(base, ".bin"), "wb")
         self.bin_hash = hashlib.sha256()
         self.sizes = array("i")
         self.digests: dict[str, str] = {}
@@ -70,7 +70,7 @@ class IndexedWriter:
         self.bin.close()
         sizes = np.frombuffer(self.sizes, dtype=np.int32) if len(self.sizes) else np.zeros(0, np.int32)
         idx_hash = hashlib.sha256()
-        with open(_file(self.prefix, ".idx"), "wb") as f:
+        with open(_file(self.base, ".idx"), "wb") as f:
             def put(data: bytes) -> None:
                 f.write(data)
                 idx_hash.update(data)
@@ -85,16 +85,16 @@ class IndexedWriter:
                 offsets = np.cumsum(sizes[start:start + INDEX_SLICE], dtype=np.int64) + total
                 put(offsets.astype("<i8").tobytes())
                 total = int(offsets[-1])
-        self.digests = {_file(self.prefix, ".bin").name: self.bin_hash.hexdigest(),
-                        _file(self.prefix, ".idx").name: idx_hash.hexdigest()}
+        self.digests = {_file(self.base, ".bin").name: self.bin_hash.hexdigest(),
+                        _file(self.base, ".idx").name: idx_hash.hexdigest()}
 
 
 class IndexedArray:
     """PREFIX.bin and PREFIX.idx, read on demand: `array[i]` is sequence i, `array.run(a, b)`
     sequences a to b - 1 in two reads."""
 
-    def __init__(self, prefix: Path):
-        idx = _file(prefix, ".idx")
+    def __init__(self, base: Path):
+        idx = _file(base, ".idx")
         with open(idx, "rb") as f:  # the header alone: the sizes and offsets after it can be GBs
             head = f.read(HEADER_BYTES)
         if len(head) < HEADER_BYTES or head[:8] != MAGIC:
@@ -105,7 +105,7 @@ class IndexedArray:
         self.idx, self.count, self.dtype = idx, count, np.dtype(DTYPES[code])
         self.offsets_at = HEADER_BYTES + 4 * count  # where the offsets start in the .idx
         # Unbuffered files, read at positions: shared safely by forked processes (pread has no seek).
-        self.idx_file, self.bin_file = open(idx, "rb", buffering=0), open(_file(prefix, ".bin"), "rb", buffering=0)
+        self.idx_file, self.bin_file = open(idx, "rb", buffering=0), open(_file(base, ".bin"), "rb", buffering=0)
 
     def __len__(self) -> int:
         return self.count

@@ -30,7 +30,8 @@ from nmt.evaluation.metrics import group_references, reference_streams, sacreble
 from nmt.evaluation.testsets import TestSet, from_corpus, from_files, from_sacrebleu
 from nmt.evaluation.validation import search_name, validate
 from nmt.inference.engines import engine_device
-from nmt.inference.terms.glossary import Glossary, term_use
+from nmt.inference.sentences import Options
+from nmt.inference.terms.glossary import Glossary
 from nmt.inference.translator import Translator
 from nmt.model.checkpoint import LoadedModel, load_models
 from nmt.model.runs import BEST
@@ -134,16 +135,17 @@ def run_training_words(loaded: LoadedModel) -> Vocab | None:
         return None
 
 
-def hypotheses_path(loaded: LoadedModel, test_name: str, beam: int, engine: str, loose: bool = False,
-                    glossary: bool = False) -> Path:
+def hypotheses_path(loaded: LoadedModel, test_name: str, beam: int, decoding: Decoding, loose: bool = False
+                    ) -> Path:
     """Beside the checkpoint, named after the test set, the search, and (when they are not the
     defaults) the checkpoint, the engine, loose number rules and a glossary, so no evaluation
     overwrites another's."""
     checkpoint = "" if loaded.path.name == BEST else f"{loaded.path.stem}."
     if loaded.members:  # beside the first member, named for the whole ensemble
         checkpoint = f"ensemble-{hashlib.sha1(loaded.name.encode()).hexdigest()[:8]}."
+    engine = decoding.engine
     suffix = ("" if engine == "torch" else f".{engine}") + (".loose-numbers" if loose else "") + (
-        ".glossary" if glossary else "")
+        ".glossary" if decoding.glossary is not None else "")
     return loaded.path.parent / f"hyps.{checkpoint}{test_name}.{search_name(beam).replace(' ', '')}{suffix}.txt"
 
 
@@ -220,12 +222,11 @@ def evaluate_one(loaded: LoadedModel, device: torch.device, test: TestSet, where
         loss = validation_loss(loaded.model, examples, loaded.cfg.decode.batch_size, vocab.pad_id, vocab.bos_id, device)
         return Evaluated([head, f"loss {loss:.3f} | ppl {math.exp(min(loss, 50)):.2f} {unit}"], [], str(loaded.path))
     beam_size = decoding.beam or loaded.cfg.decode.beam_size
-    result = validate(translator, examples, refs, beam_size, loss_model=None if loaded.members else loaded.model,
-                      meter=f"eval {test.name}", glossary=glossary)
+    result = validate(translator, examples, refs, Options(beam=beam_size, glossary=glossary),
+                      loss_model=None if loaded.members else loaded.model, meter=f"eval {test.name}")
     hyps = [t.text for t in result.translations]
     search = search_name(beam_size)
-    hyp_path = Path(out) if out else hypotheses_path(loaded, test.name, beam_size, engine, loose,
-                                                                 glossary is not None)
+    hyp_path = Path(out) if out else hypotheses_path(loaded, test.name, beam_size, decoding, loose)
     try:
         hyp_path.write_text("\n".join(hyps) + "\n", encoding="utf-8")
     except OSError as e:
@@ -255,7 +256,7 @@ def evaluate_one(loaded: LoadedModel, device: torch.device, test: TestSet, where
         lines.append(f"numbers copied: {copied:,} of {len(with_digits):,} sources with digits "
                      f"({100 * copied / len(with_digits):.1f}%) keep every number unchanged")
     if glossary is not None:
-        asked, used = term_use(glossary, refs.sources, hyps)
+        asked, used = glossary.use(refs.sources, hyps)
         lines.append(f"glossary terms used: {used:,} of {asked:,} matched in the sources "
                      f"({100 * used / max(asked, 1):.1f}%; the target term as listed)")
     invented = sum(numbers_invented(src, hyp) for src, hyp in zip(refs.sources, hyps))

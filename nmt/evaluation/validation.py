@@ -15,8 +15,8 @@ import torch
 
 from nmt.data.batches import Example
 from nmt.evaluation.metrics import References, Scores, score
-from nmt.inference.terms.glossary import Glossary
-from nmt.inference.translator import Translation, Translator
+from nmt.inference.sentences import Options
+from nmt.inference.translator import Translation, Translator, best_of
 from nmt.model import Seq2Seq
 from nmt.model.loss import validation_loss
 from nmt.progress_bar import Meter
@@ -37,13 +37,13 @@ def search_name(beam: int) -> str:
 
 
 def validate(translator: Translator, examples: Sequence[Example], references: References,
-             beam: int | None = None, loss_model: Seq2Seq | None = None, meter: str | None = None,
-             glossary: Glossary | None = None) -> Validation:
-    """The loss over `examples`, then `references`' sources translated (with `beam`, default the
-    translator's decode.beam_size) and scored against all of their references. The loss is the
-    PyTorch model's: the translator's, or `loss_model` when the translator runs another engine
-    (nan for an ensemble, which has no one loss). `meter`: decode in chunks behind a progress bar
-    of that name (`nmt eval` on long test sets); `glossary`: translations obey it."""
+             options: Options = Options(), loss_model: Seq2Seq | None = None, meter: str | None = None
+             ) -> Validation:
+    """The loss over `examples`, then `references`' sources translated (with `options`: its beam,
+    default the translator's decode.beam_size, and glossary) and scored against all of their
+    references. The loss is the PyTorch model's: the translator's, or `loss_model` when the
+    translator runs another engine (nan for an ensemble, which has no one loss). `meter`: decode in
+    chunks behind a progress bar of that name (`nmt eval` on long test sets)."""
     model, vocab = loss_model or translator.model, translator.tgt_vocab
     if not isinstance(model, torch.nn.Module):
         model = None
@@ -54,8 +54,9 @@ def validate(translator: Translator, examples: Sequence[Example], references: Re
         loss = float("nan") if model is None else validation_loss(
             model, examples, translator.cfg.batch_size, vocab.pad_id, vocab.bos_id, translator.device)
         start = time.perf_counter()
-        outputs = (translator.translations(references.sources, beam, glossary=glossary) if meter is None
-                   else _translations_metered(translator, references.sources, beam, meter, glossary))
+        sources = references.sources
+        outputs = ([best_of(hyps) for hyps in translator.run(sources, options)] if meter is None
+                   else _translations_metered(translator, sources, options, meter))
         seconds = time.perf_counter() - start
     finally:
         if model is not None:
@@ -66,13 +67,12 @@ def validate(translator: Translator, examples: Sequence[Example], references: Re
     return Validation(loss, standard, legacy, outputs, seconds)
 
 
-def _translations_metered(translator: Translator, sources: list[str], beam: int | None, desc: str,
-                          glossary: Glossary | None = None) -> list[Translation]:
+def _translations_metered(translator: Translator, sources: list[str], options: Options, desc: str
+                          ) -> list[Translation]:
     """The translations of `sources` in chunks of 32 batches, counted on a progress bar."""
-    chunk, outputs = 32 * translator.cfg.batch_size, []
+    outputs: list[Translation] = []
     with Meter(len(sources), desc, "sentences") as meter:
-        for start in range(0, len(sources), chunk):
-            outputs += translator.translations(sources[start: start + chunk], beam, first_line=start + 1,
-                                               glossary=glossary)
-            meter.update(len(sources[start: start + chunk]))
+        for chunk, results in translator.stream(sources, options, 32 * translator.cfg.batch_size):
+            outputs += map(best_of, results)
+            meter.update(len(chunk))
     return outputs

@@ -32,6 +32,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from nmt.errors import NmtError
+from nmt.inference.sentences import Options
 
 if TYPE_CHECKING:
     from nmt.inference.translator import Translation, Translator
@@ -144,9 +145,10 @@ def read(text: str, markup: bool | None, where: str) -> Markup | None:
         return None
 
 
-def marked_stream(translator: Translator, lines: Iterable[str], markup: bool | None = None, first_line: int = 1,
-                  **search) -> Iterator[tuple[list[str], list[list[Translation]]]]:
-    """`Translator.nbest_stream` (n = 1) for sources that may hold markup: each chunk's sources as
+def marked_stream(translator: Translator, lines: Iterable[str], options: Options = Options(),
+                  chunk_size: int | None = None, markup: bool | None = None
+                  ) -> Iterator[tuple[list[str], list[list[Translation]]]]:
+    """`Translator.stream` (n = 1) for sources that may hold markup: each chunk's sources as
     given and their translations, the text of those read as markup (`read`) with their tags put
     back around the aligned output words."""
     from nmt.inference.translator import alignments
@@ -154,12 +156,12 @@ def marked_stream(translator: Translator, lines: Iterable[str], markup: bool | N
     given: deque[tuple[str, Markup | None]] = deque()
 
     def plain_lines() -> Iterator[str]:
-        for line, text in enumerate(lines, first_line):
+        for line, text in enumerate(lines, options.first_line):
             marked = read(text, markup, f"line {line}")
             given.append((text, marked))
             yield marked.text if marked is not None else text
 
-    for chunk, results in translator.nbest_stream(plain_lines(), **search):
+    for chunk, results in translator.stream(plain_lines(), options, chunk_size):
         sources = [given.popleft() for _ in chunk]
         marked = [i for i, (_, m) in enumerate(sources) if m is not None]
         texted = [i for i in marked if results[i]]
@@ -167,12 +169,6 @@ def marked_stream(translator: Translator, lines: Iterable[str], markup: bool | N
         for i in marked:
             results[i] = sources[i][1].translated(results[i], pairs.get(i, []))
         yield [text for text, _ in sources], results
-
-
-def translate_marked(translator: Translator, texts: Sequence[str], markup: bool | None = True, **search) -> list[str]:
-    """Each text's best translation with its markup kept (`marked_stream`); empty in, empty out."""
-    return [hyps[0].text if hyps else "" for _, results in marked_stream(translator, texts, markup, **search)
-            for hyps in results]
 
 
 @dataclass(frozen=True)

@@ -20,6 +20,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from nmt.config import DecodeConfig
 from nmt.data.prepared_corpus import CASED_WORDS, SENTENCE_END, WORD_ENDS, read_cased_words
@@ -32,10 +33,28 @@ from nmt.inference.constraints import Pieces, Rules, sentence_rules
 from nmt.inference.terms.glossary import Glossary, closes, elided_form, pieces_of, term_spans
 from nmt.inference.words import WORD_START, words_of
 
+if TYPE_CHECKING:
+    from nmt.inference.sampling import Sampling
+
 logger = logging.getLogger(__name__)
 BYTE_PIECE = re.compile(r"<0x[0-9A-F]{2}>")  # SentencePiece's byte fallback: one byte of a character it has no piece for
 # a Glossary, a file's path or terms given as {source: target}; a list: one of those a text
 GlossaryLike = Glossary | dict[str, str] | str | list | None
+
+
+@dataclass(frozen=True)
+class Options:
+    """What a caller asks of a translation, given once and read where each concern is: `beam`
+    (None: decode.beam_size; 1: greedy search), `n` translations a text, best first (the beam is at
+    least n), `prefix` each output starts with (one for all, or a list: one a text), `sample` (drawn
+    from the model's distribution instead of searched), `glossary` (a Glossary, {source: target} or
+    a file; a list: one a text) and `first_line`, the line of the first text, which warnings name."""
+    beam: int | None = None
+    n: int = 1
+    prefix: str | Sequence[str] | None = None
+    sample: Sampling | None = None
+    glossary: GlossaryLike = None
+    first_line: int = 1
 
 
 # a text holding neither a sentence's end before more text nor a line break is one sentence: most
@@ -264,13 +283,6 @@ def one_per_text(given: object, count: int, what: str = "prefixes", texts: str =
     return values
 
 
-def glossary_per_text(glossary: GlossaryLike, count: int) -> list[Glossary | None]:
-    """Each of `count` texts' glossary: a list gives one a text, anything else is every text's (a
-    file read once, not once a text)."""
-    read = [Glossary.of(g) for g in glossary] if isinstance(glossary, list) else Glossary.of(glossary)
-    return one_per_text(read, count, "glossaries")
-
-
 @dataclass(frozen=True)
 class FoundTerm:
     """A glossary term found in a text: its source words as the text writes them, and the target
@@ -391,11 +403,14 @@ class SentenceReader:
         return pieces_of(self.tgt_vocab.itos, self.tokenizer.kind == "subword")
 
 
-    def read(self, texts: Sequence[str], first_line: int = 1, prefix: str | Sequence[str] | None = None,
-             glossary: GlossaryLike = None) -> list[ReadText]:
+    def read(self, texts: Sequence[str], options: Options) -> list[ReadText]:
         """Each text split into its sentences (one with a prefix to complete: whole), read in
-        sentence case where it is in capitals, with its line, prefix and glossary (a file read once)."""
-        prefixes, glossaries = one_per_text(prefix, len(texts)), glossary_per_text(glossary, len(texts))
+        sentence case where it is in capitals, with its line, prefix and glossary (a file read once,
+        not once a text)."""
+        given = options.glossary
+        glossary = [Glossary.of(g) for g in given] if isinstance(given, list) else Glossary.of(given)
+        prefixes = one_per_text(options.prefix, len(texts))
+        glossaries = one_per_text(glossary, len(texts), "glossaries")
         out = []
         for i, text in enumerate(texts):
             spans = untranslated_spans(text)  # (found once: the case rule reads around them)
@@ -403,7 +418,7 @@ class SentenceReader:
             if style != SENTENCE:
                 text = self.cased.sentence_case(text, spans)
             segmented = self.within_tokens(self.segmenter.split(text)) if prefixes[i] is None else whole(text)
-            out.append(ReadText(segmented, style, first_line + i, prefixes[i], glossaries[i]))
+            out.append(ReadText(segmented, style, options.first_line + i, prefixes[i], glossaries[i]))
         return out
 
     def records(self, read: Sequence[ReadText]) -> list[Sentence]:
@@ -428,17 +443,17 @@ class SentenceReader:
                 out.append(segment)
         return Segmented(out)
 
-    def sentences(self, texts: Sequence[str], first_line: int | Sequence[int] = 1,
-                  prefix: str | Sequence[str] | None = None, glossary: GlossaryLike = None,
+    def sentences(self, texts: Sequence[str], lines: Sequence[int] | None = None,
+                  prefixes: Sequence[str | None] | None = None, glossaries: Sequence[Glossary | None] | None = None,
                   styles: Sequence[str] | None = None) -> list[Sentence]:
-        """Each sentence as the record search takes: its source ids, spans, rules and cap. `prefix`
-        and `glossary` are every text's, or a list of one a text; `first_line` numbers texts[0]
-        (or is each text's line); `styles`: each text's case style where it was read in sentence case."""
+        """Each sentence as the record search takes: its source ids, spans, rules and cap; each
+        text's line (default: 1, 2, ...), prefix, glossary and case style where it was read in
+        sentence case (`read`), or none."""
         sources, numbers = protected_sources(self.tokenizer, texts)
-        lines = list(first_line) if isinstance(first_line, Sequence) else range(first_line, first_line + len(texts))
-        prefixes = one_per_text(prefix, len(texts))
+        lines = list(lines) if lines is not None else range(1, len(texts) + 1)
+        prefixes = prefixes or [None] * len(texts)
+        glossaries = glossaries or [None] * len(texts)
         prefix_tokens = iter(self.tokenizer.target_tokens([p for p in prefixes if p is not None]))
-        glossaries = glossary_per_text(glossary, len(texts))
         terms = glossary_terms(self.tokenizer, self.tgt_vocab, glossaries, texts, lines)
         spans = rule(self.tokenizer, numbers, self.cfg.strict_numbers)
         out = []

@@ -38,7 +38,7 @@ from nmt.inference.onnx_engine import OnnxSeq2Seq, load_engine
 from nmt.inference.sampling import Sampling, samples
 from nmt.inference.search import Hypothesis, Sources, Specials, forced, hypothesis
 from nmt.inference.terms.steering import searched, steering_for
-from nmt.inference.sentences import (SENTENCE, CasedWords, GlossaryLike, ReadText, Segment, Segmented, Sentence,
+from nmt.inference.sentences import (SENTENCE, CasedWords, Options, ReadText, Segment, Segmented, Sentence,
                                      SentenceReader, clause_end, closes_sentence, joined_text, restyled, small_first,
                                      sentence_words, source_ids, span_places, starts_small)
 from nmt.inference.words import FrequentWords, alignment, source_alignment, text_words, word_scores, words_of
@@ -290,8 +290,8 @@ def attentions(translator: Translator, texts: Sequence[str], translations: Seque
     batched by source length); a text of several sentences gets its sentences' side by side."""
     each = [(i, part) for i, t in enumerate(translations) for part in (t.parts or (t,))]
     unread = [k for k, (_, part) in enumerate(each) if part.sentence is None]  # outputs given, not searched
-    read = iter(translator.sentences([texts[each[k][0]] if each[k][1].source is None else each[k][1].source
-                                      for k in unread]))
+    read = iter(translator.reader.sentences([texts[each[k][0]] if each[k][1].source is None else each[k][1].source
+                                             for k in unread]))
     sentences = [part.sentence if part.sentence is not None else next(read) for _, part in each]
     src_ids = [s.ids or [translator.src_vocab.eos_id] for s in sentences]
     found = forced_batches(translator, src_ids, [translator.tgt_vocab.encode(part.tokens) for _, part in each],
@@ -369,40 +369,61 @@ class Translator:
         translator.cased = CasedWords.load(loaded.path.parent)
         return translator
 
-    def translate(self, texts: str | Sequence[str], beam: int | None = None, tokenized: bool = False,
-                  first_line: int = 1, prefix: str | Sequence[str] | None = None,
-                  sample: Sampling | None = None, glossary: GlossaryLike = None) -> str | list[str]:
-        """A sentence (or a list of them) in, its best translation's text out; empty in, empty out.
-        `beam` 1 is greedy search (default: the checkpoint's decode.beam_size); `tokenized` gives
-        the legacy lowercased, tokenized form; `first_line` numbers texts[0] in warnings; each
-        output starts with `prefix` (one for all, or one per text), tokenized as the target is;
-        with `sample`, each output is drawn from the model's distribution instead (beam unused);
-        with `glossary` (a Glossary, a {source term: target term} dict or a file), every output
-        contains the target term of each source term its text holds (nmt.inference.terms.glossary)."""
-        if isinstance(texts, str):
-            return self.translate([texts], beam, tokenized, first_line, prefix, sample, glossary)[0]
-        return [t.tokenized if tokenized else t.text
-                for t in self.translations(texts, beam, first_line, prefix, sample, glossary)]
-
-    def translations(self, texts: Sequence[str], beam: int | None = None, first_line: int = 1,
-                     prefix: str | Sequence[str] | None = None, sample: Sampling | None = None,
-                     glossary: GlossaryLike = None) -> list[Translation]:
-        """The best `Translation` of each text, in input order (an empty one for an empty text)."""
-        return [best_of(hyps) for hyps in self.nbest(texts, 1, beam, first_line, prefix, sample, glossary)]
-
-    def nbest(self, texts: str | Sequence[str], n: int = 1, beam: int | None = None,
-              first_line: int = 1, prefix: str | Sequence[str] | None = None,
-              sample: Sampling | None = None, glossary: GlossaryLike = None) -> list[list[Translation]]:
-        """Up to `n` translations of each text, best first ([] for an empty text); beam search
-        with a beam of at least `n`, or with `sample`, n drawn samples (best first by their score).
-        A text of several sentences is translated a sentence at a time (one without a prefix:
-        nmt.inference.sentences) and joined. `first_line` numbers texts[0] in the warnings."""
-        read = self.reader.read([texts] if isinstance(texts, str) else texts, first_line, prefix, glossary)
+    def run(self, texts: Sequence[str], options: Options = Options()) -> list[list[Translation]]:
+        """The one way in: up to `options.n` translations of each text, best first ([] for an empty
+        text), in input order; beam search with a beam of at least n, or with `options.sample`, n
+        drawn samples (best first by their score). A text of several sentences is translated a
+        sentence at a time (one without a prefix: nmt.inference.sentences) and joined."""
+        read = self.reader.read(texts, options)
         sentences = self.reader.records(read)
-        searched = with_kept_spans(self, sentences, self._search(sentences, beam, n, sample))
+        searched = with_kept_spans(self, sentences, self._search(sentences, options))
         found = [[translation(self.tokenizer, self.tgt_vocab.decode(h.tokens), h, sentence) for h in hyps]
                  for hyps, sentence in zip(searched, sentences)]
         return joined_nbest(read, found)
+
+    def stream(self, lines: Iterable[str], options: Options = Options(), chunk_size: int | None = None
+               ) -> Iterator[tuple[list[str], list[list[Translation]]]]:
+        """`run` over an arbitrarily long stream, in chunks of `chunk_size` lines (default 16
+        batches), in order, holding one chunk at a time: each chunk's texts and their n-best lists
+        (a prefix or glossary given one a line is cut with its lines; warnings name the line in the
+        whole stream)."""
+        chunk_size = chunk_size or 16 * self.cfg.batch_size
+        lines, done = iter(lines), 0
+        while chunk := list(itertools.islice(lines, chunk_size)):
+            per_line = {key: value[done: done + len(chunk)] for key in ("prefix", "glossary")
+                        if isinstance(value := getattr(options, key), list)}
+            yield chunk, self.run(chunk, dataclasses.replace(options, first_line=options.first_line + done,
+                                                             **per_line))
+            done += len(chunk)
+
+    def translate(self, texts: str | Sequence[str], beam: int | None = None, tokenized: bool = False,
+                  **options) -> str | list[str]:
+        """A sentence (or a list of them) in, its best translation's text out; empty in, empty out.
+        `beam` 1 is greedy search (default: the checkpoint's decode.beam_size); `tokenized` gives
+        the legacy lowercased, tokenized form; `options`, any other of `Options`: each output starts
+        with `prefix` (one for all, or one per text), tokenized as the target is; with `sample`, each
+        output is drawn from the model's distribution instead (beam unused); with `glossary` (a
+        Glossary, a {source term: target term} dict or a file), every output contains the target term
+        of each source term its text holds (nmt.inference.terms.glossary)."""
+        single = isinstance(texts, str)
+        out = [t.tokenized if tokenized else t.text
+               for t in self.translations([texts] if single else texts, beam, **options)]  # type: ignore[list-item]
+        return out[0] if single else out
+
+    def translations(self, texts: Sequence[str], beam: int | None = None, **options) -> list[Translation]:
+        """The best `Translation` of each text, in input order (an empty one for an empty text)."""
+        return [best_of(hyps) for hyps in self.run(texts, Options(beam=beam, **options))]
+
+    def nbest(self, texts: str | Sequence[str], n: int = 1, beam: int | None = None, **options
+              ) -> list[list[Translation]]:
+        """Up to `n` translations of each text, best first ([] for an empty text): `run`."""
+        return self.run([texts] if isinstance(texts, str) else texts, Options(beam=beam, n=n, **options))
+
+    def translate_stream(self, lines: Iterable[str], beam: int | None = None, chunk_size: int | None = None,
+                         tokenized: bool = False, **options) -> Iterator[str]:
+        """Translate an arbitrarily long stream in chunks, in order, holding one chunk at a time."""
+        for _, results in self.stream(lines, Options(beam=beam, **options), chunk_size):
+            yield from (best.tokenized if tokenized else best.text for best in map(best_of, results))
 
     @property
     def reader(self) -> SentenceReader:
@@ -412,37 +433,11 @@ class Translator:
             self._reader = SentenceReader(self.tokenizer, self.src_vocab, self.tgt_vocab, self.cfg, self.cased)
         return self._reader
 
-    def sentences(self, texts: Sequence[str], first_line: int | Sequence[int] = 1,
-                  prefix: str | Sequence[str] | None = None, glossary: GlossaryLike = None) -> list[Sentence]:
-        """Each text as the record search takes (`SentenceReader.sentences`), as one sentence."""
-        return self.reader.sentences(texts, first_line, prefix, glossary)
-
     def score(self, texts: str | Sequence[str], outputs: str | Sequence[str]) -> list[Translation]:
         """The model's scores of given translations `outputs` of `texts` (forced decoding; the scale
         search scores on): a Translation of each output, with its tokens' and words' scores."""
         single = isinstance(texts, str)
         return score_given(self, [texts] if single else texts, [outputs] if single else outputs)  # type: ignore
-
-    def translate_stream(self, lines: Iterable[str], beam: int | None = None, chunk_size: int | None = None,
-                         tokenized: bool = False, sample: Sampling | None = None, glossary: GlossaryLike = None
-                         ) -> Iterator[str]:
-        """Translate an arbitrarily long stream in chunks, in order, holding one chunk at a time."""
-        for _, results in self.nbest_stream(lines, 1, beam, chunk_size, sample=sample, glossary=glossary):
-            yield from (best.tokenized if tokenized else best.text for best in map(best_of, results))
-
-    def nbest_stream(self, lines: Iterable[str], n: int = 1, beam: int | None = None, chunk_size: int | None = None,
-                     prefix: str | None = None, sample: Sampling | None = None, glossary: GlossaryLike = None
-                     ) -> Iterator[tuple[list[str], list[list[Translation]]]]:
-        """`nbest` over an arbitrarily long stream, in chunks of `chunk_size` lines (default 16
-        batches), in order, holding one chunk at a time: each chunk's texts and their n-best lists."""
-        chunk_size = chunk_size or 16 * self.cfg.batch_size
-        per_line = isinstance(glossary, list)
-        first_line = 1  # of the current chunk, so warnings name the line in the whole input
-        lines = iter(lines)
-        while chunk := list(itertools.islice(lines, chunk_size)):
-            terms = glossary[first_line - 1:first_line - 1 + len(chunk)] if per_line else glossary
-            yield chunk, self.nbest(chunk, n, beam, first_line, prefix, sample, terms)
-            first_line += len(chunk)
 
     def attention(self, text: str, output: Translation | Sequence[str] | None = None,
                   beam: int | None = None) -> Attention:
@@ -454,15 +449,14 @@ class Translator:
             output = Translation("", "", math.nan, list(output))
         return attentions(self, [text], [output])[0]
 
-    def _search(self, sentences: Sequence[Sentence], beam: int | None, nbest: int, sample: Sampling | None = None
-                ) -> list[list[Hypothesis]]:
-        """Up to `nbest` scored hypotheses of each sentence, in input order ([] for an empty one),
-        decoded in batches of similar length."""
-        beam = max(beam or self.cfg.beam_size, nbest)
+    def _search(self, sentences: Sequence[Sentence], options: Options) -> list[list[Hypothesis]]:
+        """Up to `options.n` scored hypotheses of each sentence, in input order ([] for an empty
+        one), decoded in batches of similar length."""
+        beam = max(options.beam or self.cfg.beam_size, options.n)
         results: list[list[Hypothesis]] = [[] for _ in sentences]
         batches = by_length([s.ids for s in sentences], self.cfg.batch_size)
-        decoded = map_batches(self.model, lambda indices: self._decode([sentences[i] for i in indices], beam, nbest,
-                                                                       sample), batches)
+        decoded = map_batches(self.model, lambda indices: self._decode([sentences[i] for i in indices], beam,
+                                                                       options.n, options.sample), batches)
         for i, hyps in zip(itertools.chain(*batches), itertools.chain(*decoded)):
             results[i] = hyps
         return results

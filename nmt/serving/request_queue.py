@@ -13,25 +13,17 @@ import time
 from concurrent.futures import Future
 from dataclasses import dataclass, field
 
-from nmt.inference.terms.glossary import Glossary
+from nmt.inference.sentences import Options
 from nmt.inference.translator import Attention, Translation, Translator
-
-
-@dataclass(frozen=True)
-class Options:
-    """What must be equal for requests to share a batch."""
-    beam: int
-    nbest: int
 
 
 @dataclass
 class Submission:
     texts: list[str]
-    options: Options
+    options: Options  # its beam and n must be equal for requests to share a batch; its prefixes (one a
+    # text, "": nothing) and glossary are its own
     attention: bool = False  # also the weights behind each best translation
     future: Future = field(default_factory=Future)
-    prefixes: list[str] | None = None  # per text, what its translations must start with ("": nothing)
-    glossary: Glossary | None = None  # what its translations obey
 
 
 @dataclass
@@ -61,13 +53,12 @@ class BatchingQueue:
         self.worker = threading.Thread(target=self._run, name="nmt-batcher", daemon=True)
         self.worker.start()
 
-    def submit(self, texts: list[str], options: Options, attention: bool = False,
-               prefixes: list[str] | None = None, glossary: Glossary | None = None) -> Future:
+    def submit(self, texts: list[str], options: Options, attention: bool = False) -> Future:
         with self.lock:
             if self.pending + len(texts) > self.max_pending:
                 raise QueueFull
             self.pending += len(texts)
-        submission = Submission(texts, options, attention, prefixes=prefixes, glossary=glossary)
+        submission = Submission(texts, options, attention)
         self.submissions.put(submission)
         return submission.future
 
@@ -99,11 +90,11 @@ class BatchingQueue:
                 break
             batch, stop = self._collect(first)
             self.last_size = len(batch)
-            groups: dict[Options, list[Submission]] = {}
+            groups: dict[tuple[int | None, int], list[Submission]] = {}
             for submission in batch:
-                groups.setdefault(submission.options, []).append(submission)
-            for options, group in groups.items():
-                self._decode(options, group)
+                groups.setdefault((submission.options.beam, submission.options.n), []).append(submission)
+            for (beam, n), group in groups.items():
+                self._decode(beam, n, group)
 
     def _release(self, group: list[Submission]) -> None:
         """Free the group's places in the queue: before its callers get their answers, so one who
@@ -111,14 +102,13 @@ class BatchingQueue:
         with self.lock:
             self.pending -= sum(len(s.texts) for s in group)
 
-    def _decode(self, options: Options, group: list[Submission]) -> None:
+    def _decode(self, beam: int | None, n: int, group: list[Submission]) -> None:
         texts = [text for submission in group for text in submission.texts]
-        prefixes = [p for s in group for p in (s.prefixes or [""] * len(s.texts))]
-        glossaries = [s.glossary for s in group for _ in s.texts]
+        prefixes = [p for s in group for p in (s.options.prefix or [""] * len(s.texts))]
+        glossaries = [s.options.glossary for s in group for _ in s.texts]
         try:  # requests with and without prefixes or glossaries share the batch ("", None: nothing)
-            translations = self.translator.nbest(texts, options.nbest, options.beam,
-                                                 prefix=prefixes if any(prefixes) else None,
-                                                 glossary=glossaries if any(glossaries) else None)
+            translations = self.translator.run(texts, Options(beam, n, prefixes if any(prefixes) else None,
+                                                              glossary=glossaries if any(glossaries) else None))
             self.batches += 1
         except Exception as e:  # the callers get the error; the worker lives on
             self._release(group)

@@ -157,11 +157,10 @@ class Service:
             raise ApiError(422, f"glossary: {e}") from None
         return self.settings.glossary.updated(given) if self.settings.glossary else given
 
-    async def translate(self, texts: list[str], options: Options, attention: bool = False,
-                        prefixes: list[str] | None = None, glossary: Glossary | None = None) -> list[Result]:
+    async def translate(self, texts: list[str], options: Options, attention: bool = False) -> list[Result]:
         assert self.queue is not None, "the queue starts with the app"
         try:
-            future = self.queue.submit(texts, options, attention, prefixes, glossary)
+            future = self.queue.submit(texts, options, attention)
         except QueueFull:
             raise ApiError(503, "the server is busy; retry shortly", {"Retry-After": "1"}) from None
         return await asyncio.wrap_future(future)
@@ -257,8 +256,8 @@ def create_app(translator: Translator, settings: ServeSettings, info: dict[str, 
         prefixes = service.prefixes(body.prefix, len(texts))
         marked = service.markup(texts, body.markup)
         plain = [m.text if m is not None else t for m, t in zip(marked, texts)]
-        results = await service.translate(plain, options, body.attention or body.align or any(marked), prefixes,
-                                          service.glossary(body.glossary))
+        asked = dataclasses.replace(options, prefix=prefixes, glossary=service.glossary(body.glossary))
+        results = await service.translate(plain, asked, body.attention or body.align or any(marked))
         service.restore(marked, results)
         entries = [service.entry(t, r, body.nbest, body.scores, body.align, body.attention)
                    for t, r in zip(texts, results)]
@@ -277,7 +276,7 @@ def create_app(translator: Translator, settings: ServeSettings, info: dict[str, 
             raise ApiError(422, _first_error(e)) from None
         texts = [item.src for item in items]
         options = service.check(texts, None, 1)
-        results = await service.translate(texts, options, glossary=service.glossary(None))
+        results = await service.translate(texts, dataclasses.replace(options, glossary=service.glossary(None)))
         entries = [service.entry(t, r, 1) for t, r in zip(texts, results)]
         return [[{"src": e["src"], "tgt": e["tgt"], "n_best": 1, "pred_score": e["score"]} for e in entries]]
 

@@ -22,6 +22,7 @@ from nmt import hardware
 from nmt.config import Config
 from nmt.errors import NmtError
 from nmt.evaluation.validation import search_name, validate
+from nmt.inference.sentences import Options
 from nmt.evaluation.visualize import plot_curves
 from nmt.model.checkpoint import checkpoint_state, publish, save_rotating
 from nmt.model.runs import BEST
@@ -148,7 +149,8 @@ def validate_and_save(run: Run, reason: str, epoch: int | None = None) -> None:
         return
     result = None
     if run.world.is_main:
-        result = validate(run.translator, run.data.valid, run.data.references, run.cfg.train.val_beam_size)
+        result = validate(run.translator, run.data.valid, run.data.references,
+                          Options(beam=run.cfg.train.val_beam_size))
     result = distributed.from_main(result, run.world)
     record = {"step": progress.step, "epoch": progress.epoch if epoch is None else epoch,
               "train_loss": round(progress.take_train_loss(), 4), "val_loss": round(result.loss, 4),

@@ -10,7 +10,7 @@ from typer.testing import CliRunner
 
 import nmt
 from nmt.cli import app
-from nmt.inference.markup import MarkupError, parse, read, translate_marked
+from nmt.inference.markup import MarkupError, marked_stream, parse, read
 
 
 def tags_of(text: str) -> list[tuple[str, dict, tuple[str, ...]]]:
@@ -112,12 +112,12 @@ def test_any_markup_and_any_alignment_give_well_formed_output_with_every_tag_onc
 def test_a_real_model_keeps_the_tags_and_translates_the_text(protected_run):
     model = nmt.load(protected_run)
     plain = model.translate(["I see a cat.", "I have 23 cats."])
-    marked = translate_marked(model, ["I see a <b>cat</b>.", 'I have <a href="u">23 cats</a>.<br/>'])
+    marked = _marked(model, ["I see a <b>cat</b>.", 'I have <a href="u">23 cats</a>.<br/>'])
     for out, text, source in zip(marked, plain, ["I see a <b>cat</b>.", 'I have <a href="u">23 cats</a>.<br/>']):
         assert tags_of(out) == tags_of(source), out
         assert "".join(ET.fromstring(f"<root>{out}</root>").itertext()).split() == text.split()
     assert "23" in marked[1]
-    assert translate_marked(model, ["<br/>", "", "<b></b>"]) == ["<br/>", "", "<b></b>"]  # no text: the tags alone
+    assert _marked(model, ["<br/>", "", "<b></b>"]) == ["<br/>", "", "<b></b>"]  # no text: the tags alone
 
 
 def test_the_command_keeps_markup_and_says_what_is_malformed(protected_run):
@@ -162,3 +162,8 @@ def test_a_tag_steps_past_a_frequent_word_written_before_its_words_translation()
     assert source_alignment(weights, src_words, out_words, common)[0] == (0, 0)
     both = FrequentWords.of([], ["les", "koalas"])  # the next word is frequent too
     assert source_alignment(weights, src_words, out_words, both)[0] == (0, 0)
+
+
+def _marked(model, texts):
+    """Each text's best translation with its markup kept, as `nmt translate --markup` prints it."""
+    return [hyps[0].text if hyps else "" for _, results in marked_stream(model, texts, markup=True) for hyps in results]

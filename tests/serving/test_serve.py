@@ -119,11 +119,12 @@ def test_glossaries_per_request_and_for_the_whole_server(client, translator, run
 
 
 def test_markup_is_kept_per_request_and_malformed_markup_is_a_422(client, translator):
-    from nmt.inference.markup import translate_marked
+    from nmt.inference.markup import marked_stream
 
     text = "I see a <b>cat</b>."
     asked = client.post("/translate", json={"texts": [text, SENTENCES[1]]}).json()["translations"]
-    assert asked[0]["src"] == text and asked[0]["tgt"] == translate_marked(translator, [text])[0]
+    (_, [[cli]]), = marked_stream(translator, [text], markup=True)  # `nmt translate --markup`'s
+    assert asked[0]["src"] == text and asked[0]["tgt"] == cli.text
     assert asked[0]["tgt"].count("<b>") == asked[0]["tgt"].count("</b>") == 1, asked[0]
     assert asked[1]["tgt"] == translator.translate(SENTENCES[1])  # no markup in it: as without
     as_text = client.post("/translate", json={"text": text, "markup": False}).json()["translations"][0]
@@ -230,7 +231,7 @@ def test_a_caller_answered_may_ask_again_at_once(translator):
     moment the answer arrives (here, in the future's callback) is not refused as busy."""
     queue = BatchingQueue(translator, max_batch=64, max_wait_s=0.0, max_pending=2)
     seen = []
-    future = queue.submit(SENTENCES[:2], Options(beam=1, nbest=1))
+    future = queue.submit(SENTENCES[:2], Options(beam=1, n=1))
     future.add_done_callback(lambda _: seen.append(queue.pending))
     future.result(timeout=60)
     queue.close()
@@ -239,14 +240,14 @@ def test_a_caller_answered_may_ask_again_at_once(translator):
 
 def test_full_queue_answers_503_with_retry_after(translator, run, monkeypatch):
     gate, entered = threading.Event(), threading.Event()
-    original = Translator.nbest
+    original = Translator.run
 
     def held(self, *args, **kwargs):
         entered.set()
         gate.wait(timeout=30)
         return original(self, *args, **kwargs)
 
-    monkeypatch.setattr(Translator, "nbest", held)
+    monkeypatch.setattr(Translator, "run", held)
     with make_client(translator, run, queue_size=2, max_wait_ms=0) as c:
         first = threading.Thread(target=lambda: c.post("/translate", json={"texts": SENTENCES[:2]}))
         first.start()

@@ -89,6 +89,15 @@ class Glossary:
             found.setdefault(self._targets[" ".join(match.group(1).split()).casefold()], match.group(1))
         return [(source, target) for target, source in found.items()]
 
+    def use(self, sources: Sequence[str], outputs: Sequence[str]) -> tuple[int, int]:
+        """How many terms the sources match, and how many of those their outputs hold as listed."""
+        asked = used = 0
+        for source, output in zip(sources, outputs):
+            for term in self.terms(source):
+                asked += 1
+                used += holds(output, term)
+        return asked, used
+
     @cached_property
     def _pattern(self) -> re.Pattern[str]:
         sources = sorted((s for s, _ in self.entries), key=len, reverse=True)  # the longest first
@@ -177,16 +186,6 @@ def closes(text: str) -> int:
     """How many sentences of `text` close before its last one: the closers (".", "!", "?" before a
     space or the end) an output may write while a glossary term is still owed."""
     return max(0, len(_SENTENCE_END.findall(text.strip())) - 1)
-
-
-def term_use(glossary: Glossary, sources: Sequence[str], outputs: Sequence[str]) -> tuple[int, int]:
-    """How many terms the sources match, and how many of those their outputs hold as listed."""
-    asked = used = 0
-    for source, output in zip(sources, outputs):
-        for term in glossary.terms(source):
-            asked += 1
-            used += holds(output, term)
-    return asked, used
 
 
 def word_of_each(pieces: Sequence[str], subword: bool = True) -> np.ndarray:

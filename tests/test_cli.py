@@ -212,8 +212,8 @@ def test_training_into_a_file_writes_plain_lines_one_per_log_every(tmp_path, toy
 
 
 def test_beam_search_is_the_default_and_beam_1_is_exactly_greedy(trained):
-    from nmt.inference.constraints import NO_RULES
-    from nmt.inference.search import Sources
+    from nmt.inference.decoding.constraints import NO_RULES
+    from nmt.inference.decoding.search import Sources
     from helpers.searches import greedy
     from nmt.inference.sentences import output_cap, source_ids
     from nmt.inference.translator import Translator

@@ -128,7 +128,7 @@ class Printer:
 
 def _sampling(sample: bool, beam: Optional[int], top_k: int, top_p: float, temperature: float, seed: int):
     """--sample's draw, or None; its options without it, or with --beam, are a mistake said in one line."""
-    from nmt.inference.sampling import Sampling
+    from nmt.inference.decoding.sampling import Sampling
 
     given = [name for name, on in (("--top-k", top_k), ("--top-p", top_p != 1.0),
                                    ("--temperature", temperature != 1.0), ("--seed", seed)) if on]

@@ -358,7 +358,7 @@ class SpanRule:
     """What search may write for a batch of sentences with numbers: each sentence's own
     placeholders, at most once each. `ids` maps a placeholder's target id to its index (⦅N1⦆ -> 0).
     Strict (the default with data.protect), a sentence also writes every one of its placeholders
-    (`nmt.inference.constraints.number_rules` makes each a term it must write) and no digit of its
+    (`nmt.inference.decoding.constraints.number_rules` makes each a term it must write) and no digit of its
     own: the target pieces holding a digit (`digits`) are never written."""
     ids: dict[int, int]
     counts: list[int]  # per sentence of the batch: how many numbers its source holds

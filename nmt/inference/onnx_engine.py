@@ -1,5 +1,5 @@
 """The ONNX Runtime engine: a checkpoint's exported graphs (`nmt export`) behind the same
-`encode` / `candidates` pair as the PyTorch model, so `nmt.inference.search`'s greedy and beam search,
+`encode` / `candidates` pair as the PyTorch model, so `nmt.inference.decoding.search`'s greedy and beam search,
 n-best lists and attention run unchanged on either.
 
 Tensors cross between torch and ONNX Runtime as numpy views of the same memory (no copies).
@@ -82,7 +82,7 @@ def decode_at_once(models: Sequence[OnnxSeq2Seq], decode: Callable[[T], R], batc
 
 
 class OnnxSeq2Seq:
-    """What `nmt.inference.search` needs of a model, run by ONNX Runtime on the CPU with `threads` threads."""
+    """What `nmt.inference.decoding.search` needs of a model, run by ONNX Runtime on the CPU with `threads` threads."""
 
     def __init__(self, directory: Path, manifest: Manifest, variant: str, threads: int):
         # A batch alone is decoded with `threads` threads; several at once, each on one thread

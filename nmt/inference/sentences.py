@@ -29,12 +29,12 @@ from nmt.data.protected_numbers import Found, Number, SpanRule, untranslated_spa
 from nmt.data.tokenizer import Tokenizer
 from nmt.data.vocab import Vocab
 from nmt.errors import NmtError
-from nmt.inference.constraints import Pieces, Rules, sentence_rules
+from nmt.inference.decoding.constraints import Pieces, Rules, sentence_rules
 from nmt.inference.terms.glossary import Glossary, closes, elided_form, pieces_of, term_spans
 from nmt.inference.words import WORD_START, words_of
 
 if TYPE_CHECKING:
-    from nmt.inference.sampling import Sampling
+    from nmt.inference.decoding.sampling import Sampling
 
 logger = logging.getLogger(__name__)
 BYTE_PIECE = re.compile(r"<0x[0-9A-F]{2}>")  # SentencePiece's byte fallback: one byte of a character it has no piece for
@@ -253,7 +253,7 @@ class Sentence:
     line: int  # its line in the whole input, which warnings name
     ids: list[int]  # the source ids the model reads, <eos> last, cut to decode.max_input_len ([] for an empty text)
     numbers: list[Number]  # data.protect: the spans its placeholders stand for, restored in the output
-    rules: Rules  # its prefix, glossary terms and number placeholders (nmt.inference.constraints)
+    rules: Rules  # its prefix, glossary terms and number placeholders (nmt.inference.decoding.constraints)
     cap: int  # the most tokens its output may hold, <eos> excluded
     text: str = ""  # the sentence as the model read it (numbers and spans still as written)
     style: str = SENTENCE  # its source's case style, which its output is written in

@@ -31,12 +31,12 @@ from nmt.data.protected_numbers import Number
 from nmt.data.tokenizer import WORD_START, Tokenizer, WordTokenizer, legacy_form
 from nmt.data.vocab import EOS, Vocab
 from nmt.inference.terms import elision
-from nmt.inference.constraints import Rules
+from nmt.inference.decoding.constraints import Rules
 from nmt.inference.engines import engine_device, map_batches
 from nmt.inference.ensemble import Ensemble
 from nmt.inference.onnx_engine import OnnxSeq2Seq, load_engine
-from nmt.inference.sampling import Sampling, samples
-from nmt.inference.search import Hypothesis, Sources, Specials, forced, hypothesis
+from nmt.inference.decoding.sampling import Sampling, samples
+from nmt.inference.decoding.search import Hypothesis, Sources, Specials, forced, hypothesis
 from nmt.inference.terms.steering import searched, steering_for
 from nmt.inference.sentences import (SENTENCE, CasedWords, Options, ReadText, Segment, Segmented, Sentence,
                                      SentenceReader, clause_end, closes_sentence, joined_text, restyled, small_first,

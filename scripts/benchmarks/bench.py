@@ -246,7 +246,7 @@ def measure_nmt_decode(args) -> dict:
 def measure_seed_decode(args) -> dict:
     import seed_reference as seed
 
-    from nmt.inference.constraints import NO_RULES
+    from nmt.inference.decoding.constraints import NO_RULES
     from nmt.inference.sentences import output_cap
 
     cfg, texts, words, src_vocab, tgt_vocab, tokenizer = _decode_inputs(args)

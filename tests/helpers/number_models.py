@@ -5,8 +5,8 @@ import torch
 
 from nmt.data.protected_numbers import PLACEHOLDERS, SpanRule
 from nmt.data.vocab import SPECIALS, Vocab
-from nmt.inference.constraints import Rules, sentence_rules
-from nmt.inference.search import Specials
+from nmt.inference.decoding.constraints import Rules, sentence_rules
+from nmt.inference.decoding.search import Specials
 from nmt.model import build_model
 from conftest import seed_model
 

@@ -8,9 +8,9 @@ import torch
 
 import nmt
 from nmt.data.vocab import SPECIALS, Vocab
-from nmt.inference.constraints import sentence_rules
+from nmt.inference.decoding.constraints import sentence_rules
 from nmt.inference.terms.elision import elided, rewritten
-from nmt.inference.search import Sources, Specials, forced, hypothesis
+from nmt.inference.decoding.search import Sources, Specials, forced, hypothesis
 from nmt.model import build_model
 from conftest import seed_model
 

@@ -14,11 +14,11 @@ import nmt
 from nmt.cli import app
 from nmt.data.vocab import SPECIALS, Vocab
 from nmt.errors import NmtError
-from nmt.inference.constraints import Pieces, Progress, sentence_rules
+from nmt.inference.decoding.constraints import Pieces, Progress, sentence_rules
 from nmt.inference.ensemble import Ensemble
 from nmt.inference.terms.glossary import Glossary, closes, elided_form, elides_before, holds, pieces_of
-from nmt.inference.sampling import Sampling, samples
-from nmt.inference.search import Sources, Specials, forced
+from nmt.inference.decoding.sampling import Sampling, samples
+from nmt.inference.decoding.search import Sources, Specials, forced
 from nmt.inference.terms.steering import steering_for
 from nmt.model import build_model
 from helpers.searches import beam_search, greedy
@@ -401,7 +401,7 @@ def test_a_term_written_in_the_place_of_the_models_own_word_is_credited_part_of_
 
 
 def test_only_a_twin_that_left_the_terms_words_confirms_the_credit():
-    from nmt.inference.policies import Live
+    from nmt.inference.decoding.policies import Live
     from nmt.inference.terms.steering import TermMarks, _credited
     parent, other = Live([1], [0.0], Progress()), Live([2], [0.0], Progress())
     live = [[Live([1, 7], [0.0, -3.0], Progress(), TermMarks(parent=parent, credit=1.5)),

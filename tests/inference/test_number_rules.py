@@ -23,8 +23,8 @@ from helpers.number_models import (
 )
 
 from nmt.data.protected_numbers import PLACEHOLDERS, SpanRule
-from nmt.inference.constraints import Progress
-from nmt.inference.search import Sources
+from nmt.inference.decoding.constraints import Progress
+from nmt.inference.decoding.search import Sources
 from helpers.searches import beam_search, greedy
 
 

@@ -51,4 +51,4 @@ def test_the_text_path_is_counted(protected_run):
                               "--list"], check=True, capture_output=True, text=True, timeout=300).stdout
     total, outside = [int(word) for word in counted.split() if word.isdigit()][:3:2]
     assert 0 < outside < total
-    assert "inference/search.py: " in counted and "search" in counted.split("inference/search.py: ")[1]
+    assert "inference/decoding/search.py: " in counted and "search" in counted.split("inference/decoding/search.py: ")[1]

@@ -22,8 +22,8 @@ from typer.testing import CliRunner
 import nmt
 from nmt.cli import app
 from nmt.errors import NmtError
-from nmt.inference.sampling import Sampling, draw_one, samples, truncated
-from nmt.inference.search import Sources
+from nmt.inference.decoding.sampling import Sampling, draw_one, samples, truncated
+from nmt.inference.decoding.search import Sources
 from nmt.inference.terms.steering import steering_for
 from helpers.searches import greedy
 

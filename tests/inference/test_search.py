@@ -2,7 +2,7 @@ import pytest
 import torch
 
 from nmt.data.vocab import SPECIALS, Vocab
-from nmt.inference.search import Sources, Specials
+from nmt.inference.decoding.search import Sources, Specials
 from helpers.searches import beam_search, greedy
 from nmt.model import build_model
 from conftest import seed_model
@@ -113,7 +113,7 @@ def test_nbest_is_sorted_and_distinct():
 def test_each_beams_2k_best_hold_the_sentences_2k_best(seed):
     """Beam search reads only each beam's 2k best tokens (what `Seq2Seq.candidates` returns): the
     same continuations, scores and order as from every (beam, token) pair."""
-    from nmt.inference.policies import Beam
+    from nmt.inference.decoding.policies import Beam
 
     g = torch.Generator().manual_seed(seed)
     n, k, vocab = 3, 4, 50
@@ -132,8 +132,8 @@ def test_the_constrained_beam_is_the_policy_that_gives_each_bank_a_place():
     """Dynamic beam allocation lives in its policy: ConstrainedBeam takes a sentence's places bank by
     bank (the most term pieces written first within each round), Beam keeps them best first; and
     search is given the one it needs by `beam_for`."""
-    from nmt.inference.constraints import NO_RULES, Progress, Rules
-    from nmt.inference.policies import Beam, Live
+    from nmt.inference.decoding.constraints import NO_RULES, Progress, Rules
+    from nmt.inference.decoding.policies import Beam, Live
     from nmt.inference.terms.steering import ConstrainedBeam, beam_for
 
     rules = Rules(terms=((7, 8),))

@@ -3,7 +3,7 @@ import torch
 
 from nmt import hardware
 from nmt.data.vocab import SPECIALS, Vocab
-from nmt.inference.search import Sources, Specials
+from nmt.inference.decoding.search import Sources, Specials
 from helpers.searches import greedy
 from nmt.model import build_model
 from conftest import seed_model

@@ -8,7 +8,7 @@ from conftest import TINY
 from helpers.linked_pairs import linked_batch, mass_on_links, trained_on
 
 from nmt.config import config_from_dict
-from nmt.inference.search import Specials, forced
+from nmt.inference.decoding.search import Specials, forced
 from nmt.model import build_model
 from nmt.model.loss import batch_loss
 

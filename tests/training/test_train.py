@@ -9,7 +9,7 @@ from nmt.data.batches import collate, encode_pairs
 from nmt.data.corpus import Pair
 from nmt.data.prepared_corpus import word_counts
 from nmt.data.vocab import Vocab
-from nmt.inference.search import Sources, Specials
+from nmt.inference.decoding.search import Sources, Specials
 from helpers.searches import greedy
 from nmt.inference.translator import Translator
 from nmt.inference.words import FREQUENT_TOP

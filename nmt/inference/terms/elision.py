@@ -19,7 +19,7 @@ import torch
 from nmt.data.tokenizer import WORD_START, Tokenizer
 from nmt.data.vocab import Vocab
 from nmt.inference.terms.glossary import elides_before
-from nmt.inference.search import Hypothesis, Sources, Specials, forced, hypothesis
+from nmt.inference.decoding.search import Hypothesis, Sources, Specials, forced, hypothesis
 
 LANGUAGE = "fr"
 BEFORE_A_VOWEL = {"le": "l'", "la": "l'", "de": "d'", "je": "j'", "me": "m'", "te": "t'", "se": "s'", "ne": "n'",

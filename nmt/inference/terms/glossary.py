@@ -5,7 +5,7 @@ term matches whole words, ignoring case (`Cold`, `COLD`), with any run of spaces
 words; where terms overlap, the longest match wins, and matches are read left to right without
 overlapping. The target term is written exactly as listed: a term whose translation inflects
 (froid, froide, froids) is the user's to list in the form the sentence needs. Search then writes
-every matched term (`nmt.inference.constraints`).
+every matched term (`nmt.inference.decoding.constraints`).
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ import numpy as np
 from nmt.data.marks import END
 from nmt.data.tokenizer import WORD_START, continues_word, special_piece, spells
 from nmt.errors import NmtError
-from nmt.inference.constraints import Pieces
+from nmt.inference.decoding.constraints import Pieces
 
 
 @dataclass(frozen=True)

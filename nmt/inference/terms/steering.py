@@ -1,9 +1,9 @@
 """Steering a search toward the terms a sentence owes: glossary terms (`nmt.inference.terms.glossary`)
-and, under decode.strict_numbers, its number placeholders (`nmt.inference.constraints`: each a
+and, under decode.strict_numbers, its number placeholders (`nmt.inference.decoding.constraints`: each a
 term of one token).
 
 `searched` is the search a text's sentences are decoded by: the beam their rules ask for, and,
-where a sentence owes terms, this steering as the search's hooks (`nmt.inference.policies.Hooks`),
+where a sentence owes terms, this steering as the search's hooks (`nmt.inference.decoding.policies.Hooks`),
 so that the search itself names no feature. A search's step asks its `Steering` twice. Before the model runs (`reading`): a hypothesis that has
 written a glossary term reads the term's source words no more, its row's attention mask leaves
 them out (`Rules.covered`). After (`steered`): a hypothesis that would end, or close its sentence,
@@ -25,9 +25,9 @@ from dataclasses import dataclass
 
 import torch
 
-from nmt.inference.constraints import Progress, Rules, Step
-from nmt.inference.policies import Beam, Candidate, Hooks, Live, Steer, Turn, advanced
-from nmt.inference.search import Hypothesis, Sources, Specials, search
+from nmt.inference.decoding.constraints import Progress, Rules, Step
+from nmt.inference.decoding.policies import Beam, Candidate, Hooks, Live, Steer, Turn, advanced
+from nmt.inference.decoding.search import Hypothesis, Sources, Specials, search
 from nmt.model.attention import sequence_mask
 
 # A glossary term written where it was due, whose twin (the same hypothesis writing the model's own

@@ -11,9 +11,9 @@ from dataclasses import dataclass
 import torch
 
 from nmt.errors import NmtError
-from nmt.inference.constraints import Progress, Rules
-from nmt.inference.policies import Live, Steer, advanced
-from nmt.inference.search import Hypothesis, Sources, Specials, search
+from nmt.inference.decoding.constraints import Progress, Rules
+from nmt.inference.decoding.policies import Live, Steer, advanced
+from nmt.inference.decoding.search import Hypothesis, Sources, Specials, search
 from nmt.model import Seq2Seq
 
 

@@ -1,12 +1,12 @@
 """Decoding: one search over many sentences at once; greedy, beam and sampling are its policies.
 
 Every sentence holds up to k live hypotheses (k = 1 for greedy search and sampling), and each
-step runs the model once for all of them. The step's constraints (`nmt.inference.constraints`:
+step runs the model once for all of them. The step's constraints (`nmt.inference.decoding.constraints`:
 prefixes, number placeholders, glossary terms, the length cap) are applied as a mask over the
 model's log-probabilities, and a caller's hooks may turn the scores further (the glossary's steering
 toward the terms a hypothesis owes, `nmt.inference.terms.steering`: the search names no feature);
-the policy then proposes each sentence's continuations (`nmt.inference.policies.Beam`: the 2k
-best of its beams; `nmt.inference.sampling.Draw`: one drawn per hypothesis), and the search keeps
+the policy then proposes each sentence's continuations (`nmt.inference.decoding.policies.Beam`: the 2k
+best of its beams; `nmt.inference.decoding.sampling.Draw`: one drawn per hypothesis), and the search keeps
 them in the policy's order: an <eos> among a sentence's k first ends a hypothesis, the others live
 on, up to k. Scores are the model's own log-probabilities, whatever the mask did to the ranking.
 """
@@ -18,8 +18,8 @@ from dataclasses import dataclass, field
 
 import torch
 
-from nmt.inference.constraints import NO_RULES, Progress, Rules, Step, allowed
-from nmt.inference.policies import NO_HOOKS, Candidate, Hooks, Live, Policy, Steer, Turn
+from nmt.inference.decoding.constraints import NO_RULES, Progress, Rules, Step, allowed
+from nmt.inference.decoding.policies import NO_HOOKS, Candidate, Hooks, Live, Policy, Steer, Turn
 from nmt.model import Seq2Seq
 
 # Room a step's candidates keep for refused tokens: the number rules refuse a few dozen (digits, other

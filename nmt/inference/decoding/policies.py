@@ -2,7 +2,7 @@
 interface greedy search, beam search and sampling share (`Policy`), with the plain beam (`Beam`);
 and what a search lets its caller's rules add to each step (`Hooks`), which it never names.
 The glossary's beam (`nmt.inference.terms.steering.ConstrainedBeam`) and sampling's draw
-(`nmt.inference.sampling.Draw`) are policies too, and the glossary's steering is hooks."""
+(`nmt.inference.decoding.sampling.Draw`) are policies too, and the glossary's steering is hooks."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from typing import Any, Protocol
 
 import torch
 
-from nmt.inference.constraints import Progress, Rules, Step
+from nmt.inference.decoding.constraints import Progress, Rules, Step
 
 Candidate = tuple[float, int, int]  # (the score the policy ranks by, beam within its sentence, column)
 

@@ -304,7 +304,7 @@ class DecodeConfig:
     batch_size: int = 128
     max_input_len: int = 100  # tokens: a longer sentence is cut to it, with a warning naming its line
     # words: a longer sentence is translated in parts, cut after its clauses (, ; : and dashes), or
-    # where it has none, at a word (nmt.inference.sentences); 0: as long as the run's training pairs
+    # where it has none, at a word (nmt.inference.text.sentences); 0: as long as the run's training pairs
     # (data.max_len x 3/4 words: 20 for fra-eng, measured best on long sentences in docs/results.md)
     max_sentence_words: int = 0
     max_output_ratio: float = 2.0  # output cap: ratio * source length + extra tokens

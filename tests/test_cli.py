@@ -215,7 +215,7 @@ def test_beam_search_is_the_default_and_beam_1_is_exactly_greedy(trained):
     from nmt.inference.decoding.constraints import NO_RULES
     from nmt.inference.decoding.search import Sources
     from helpers.searches import greedy
-    from nmt.inference.sentences import output_cap, source_ids
+    from nmt.inference.text.road import output_cap, source_ids
     from nmt.inference.translator import Translator
 
     sentences = ["I see a cat.", "He has the car.", "You like the small bird again."]
@@ -371,7 +371,7 @@ def test_one_input_is_tokenized_and_glossary_matched_once_whatever_it_is_asked_f
     """--align, --markup and a glossary read the sentence record the search read: its attention
     comes from the ids already made, not from tokenizing the text again."""
     from nmt.data.tokenizer import WordTokenizer
-    from nmt.inference.terms.glossary import Glossary
+    from nmt.inference.text.glossary import Glossary
     tokenized, matched = [], []
     source_tokens, matches = WordTokenizer.source_tokens, Glossary.matches
     monkeypatch.setattr(WordTokenizer, "source_tokens", lambda self, texts: tokenized.extend(texts) or source_tokens(

@@ -59,7 +59,7 @@ def eval_cmd(
 ) -> None:
     """Evaluate on a held-out split or a test set: loss and perplexity; with --bleu, BLEU, chrF and the signature."""
     from nmt.evaluation.report import Decoding, TestSpec, evaluate
-    from nmt.inference.terms.glossary import Glossary
+    from nmt.inference.text.glossary import Glossary
 
     setup_logging()
     terms = Glossary.of(glossary)

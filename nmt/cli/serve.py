@@ -37,7 +37,7 @@ def serve(
     except ImportError:
         raise NmtError("nmt serve needs FastAPI and uvicorn: pip install -e '.[serve]' "
                        "(bash scripts/setup.sh installs them)") from None
-    from nmt.inference.terms.glossary import Glossary
+    from nmt.inference.text.glossary import Glossary
     from nmt.serving.server import ServeSettings, run_server
 
     setup_logging()

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import contextlib
 import sys
-from functools import partial
 from pathlib import Path
 from typing import Annotated, Optional
 
@@ -47,8 +46,8 @@ def translate(text: TextArg = None, input_: InputOpt = None, checkpoint: Checkpo
               top_k: TopKOpt = 0, top_p: TopPOpt = 1.0, temperature: TemperatureOpt = 1.0, seed: SeedOpt = 0,
               glossary: GlossaryOpt = None, markup: MarkupOpt = None) -> None:
     """Translate: sentences given here, a file, piped stdin, or an interactive prompt."""
-    from nmt.inference.sentences import Options
-    from nmt.inference.terms.glossary import Glossary
+    from nmt.inference.translator import Options
+    from nmt.inference.text.glossary import Glossary
     from nmt.inference.translator import Translator
 
     setup_logging()
@@ -70,12 +69,9 @@ def translate(text: TextArg = None, input_: InputOpt = None, checkpoint: Checkpo
         _translate_with_attention(translator, text, plot, show_attention, beam, terms)
         return
     printer = Printer(translator, tokenized, scores, align, nbest)
-    options = Options(beam=beam, n=nbest, prefix=prefix, sample=sampling, glossary=terms)
+    marked = markup if nbest == 1 and not tokenized else False  # (--markup with those is refused above)
+    options = Options(beam=beam, n=nbest, prefix=prefix, sample=sampling, glossary=terms, markup=marked)
     stream = translator.stream
-    if markup is not False and nbest == 1 and not tokenized:
-        from nmt.inference.markup import marked_stream
-
-        stream = partial(marked_stream, translator, markup=markup)
     if text:
         printer.print_all(stream(text, options))
     elif input_ is not None:
@@ -102,7 +98,7 @@ class Printer:
 
     def print(self, texts: list[str], results: list) -> None:
         from nmt.inference.translator import alignments, best_of
-        from nmt.inference.words import pharaoh
+        from nmt.inference.text.words import pharaoh
 
         if self.nbest > 1:
             for offset, translations in enumerate(results):

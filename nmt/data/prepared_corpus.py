@@ -96,7 +96,7 @@ def write_word_counts(path: Path, counts: dict[str, int]) -> None:
 
 # In a prepared folder and each run directory: the words the training sources write with a capital
 # where no sentence starts, more often than not, in their usual form ("tom" Tom, "i" I, "usa" USA):
-# how a source in capitals is read back into the case the model learned (nmt.inference.sentences)
+# how a source in capitals is read back into the case the model learned (nmt.inference.text.case)
 CASED_WORDS = "cased_words.tsv"
 # a word is a whitespace-separated token without the punctuation at its ends (the word tokenizer's
 # unit: "Don't" is one word, "T-shirt" another)

@@ -13,8 +13,7 @@ import time
 from concurrent.futures import Future
 from dataclasses import dataclass, field
 
-from nmt.inference.sentences import Options
-from nmt.inference.translator import Attention, Translation, Translator
+from nmt.inference.translator import Attention, Options, Translation, Translator, one_per_text
 
 
 @dataclass
@@ -106,9 +105,11 @@ class BatchingQueue:
         texts = [text for submission in group for text in submission.texts]
         prefixes = [p for s in group for p in (s.options.prefix or [""] * len(s.texts))]
         glossaries = [s.options.glossary for s in group for _ in s.texts]
+        markup = [flag for s in group for flag in one_per_text(s.options.markup, len(s.texts))]
         try:  # requests with and without prefixes or glossaries share the batch ("", None: nothing)
             translations = self.translator.run(texts, Options(beam, n, prefixes if any(prefixes) else None,
-                                                              glossary=glossaries if any(glossaries) else None))
+                                                              glossary=glossaries if any(glossaries) else None,
+                                                              markup=markup))
             self.batches += 1
         except Exception as e:  # the callers get the error; the worker lives on
             self._release(group)
@@ -122,7 +123,13 @@ class BatchingQueue:
             start += len(submission.texts)
             try:  # the attention too is computed here: one thread owns the model
                 submission.future.set_result([
-                    Result(t, self.translator.attention(text, t[0]) if submission.attention and t else None)
+                    Result(t, self.translator.attention(text, t[0]) if submission.attention and _read(t) else None)
                     for text, t in zip(submission.texts, mine)])
             except Exception as e:
                 submission.future.set_exception(e)
+
+
+def _read(translations: list[Translation]) -> bool:
+    """Whether a text's best translation read any of it (markup of tags alone, "<br/>", reads nothing)."""
+    best = translations[0] if translations else None
+    return best is not None and bool(best.tokens or best.parts or best.sentence is not None)

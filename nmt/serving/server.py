@@ -26,11 +26,10 @@ from starlette.exceptions import HTTPException
 
 from nmt.errors import NmtError
 from nmt.inference.engines import engine_device
-from nmt.inference.terms.glossary import Glossary
-from nmt.inference.markup import Markup, MarkupError, read
-from nmt.inference.sentences import one_per_text
-from nmt.inference.translator import Translator
-from nmt.inference.words import pharaoh, words_of
+from nmt.inference.text.glossary import Glossary
+from nmt.inference.text.markup import Markup, MarkupError, read
+from nmt.inference.text.words import pharaoh, words_of
+from nmt.inference.translator import Translator, one_per_text
 from nmt.model.checkpoint import LoadedModel, load_models
 from nmt.serving.request_queue import BatchingQueue, Options, QueueFull, Result
 
@@ -62,7 +61,7 @@ class TranslateRequest(BaseModel):
     align: bool = False
     prefix: str | list[str] | None = None
     glossary: dict[str, str] | None = None
-    markup: bool | None = None  # inline tags kept (nmt.inference.markup); None: where a text reads as markup
+    markup: bool | None = None  # inline tags kept (nmt.inference.text.markup); None: where a text reads as markup
 
 
 class OpenNMTItem(BaseModel):  # OpenNMT-py's REST server takes a list of these
@@ -167,19 +166,12 @@ class Service:
 
     @staticmethod
     def markup(texts: list[str], markup: bool | None) -> list[Markup | None]:
-        """Each text read as markup where the request asks for it (malformed: 422 naming the text)."""
+        """Each text read as markup where the request asks for it (malformed: 422 naming the text,
+        before it waits in the queue), which its translation then reads as markup."""
         try:
             return [read(text, markup, f"text {i}") for i, text in enumerate(texts, 1)]
         except MarkupError as e:
             raise ApiError(422, f"markup: {e}") from None
-
-    def restore(self, marked: list[Markup | None], results: list[Result]) -> None:
-        """Each marked text's best translation with its tags put back around the aligned words."""
-        for markup, result in zip(marked, results):
-            if markup is not None and (result.attention is not None or not result.translations):
-                best = result.translations[0] if result.translations else None
-                pairs = result.attention.alignment(best, frequent=self.translator.frequent) if best else []
-                result.translations = markup.translated(result.translations, pairs)
 
     def entry(self, text: str, result: Result, nbest: int, scores: bool = False, align: bool = False,
               attention: bool = True) -> dict[str, Any]:
@@ -255,10 +247,9 @@ def create_app(translator: Translator, settings: ServeSettings, info: dict[str, 
         options = service.check(texts, body.beam, body.nbest)
         prefixes = service.prefixes(body.prefix, len(texts))
         marked = service.markup(texts, body.markup)
-        plain = [m.text if m is not None else t for m, t in zip(marked, texts)]
-        asked = dataclasses.replace(options, prefix=prefixes, glossary=service.glossary(body.glossary))
-        results = await service.translate(plain, asked, body.attention or body.align or any(marked))
-        service.restore(marked, results)
+        asked = dataclasses.replace(options, prefix=prefixes, glossary=service.glossary(body.glossary),
+                                    markup=[m is not None for m in marked])
+        results = await service.translate(texts, asked, body.attention or body.align)
         entries = [service.entry(t, r, body.nbest, body.scores, body.align, body.attention)
                    for t, r in zip(texts, results)]
         return {"translations": entries, "beam": options.beam}

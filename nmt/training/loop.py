@@ -22,7 +22,7 @@ from nmt import hardware
 from nmt.config import Config
 from nmt.errors import NmtError
 from nmt.evaluation.validation import search_name, validate
-from nmt.inference.sentences import Options
+from nmt.inference.translator import Options
 from nmt.evaluation.visualize import plot_curves
 from nmt.model.checkpoint import checkpoint_state, publish, save_rotating
 from nmt.model.runs import BEST

@@ -247,7 +247,7 @@ def measure_seed_decode(args) -> dict:
     import seed_reference as seed
 
     from nmt.inference.decoding.constraints import NO_RULES
-    from nmt.inference.sentences import output_cap
+    from nmt.inference.text.road import output_cap
 
     cfg, texts, words, src_vocab, tgt_vocab, tokenizer = _decode_inputs(args)
     sources = words if tokenizer is None else tokenizer.source_tokens(texts)

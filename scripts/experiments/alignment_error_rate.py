@@ -27,8 +27,8 @@ REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 
 import nmt  # noqa: E402
-from nmt.inference.terms.glossary import elides_before  # noqa: E402
-from nmt.inference.words import text_words, words_of  # noqa: E402
+from nmt.inference.text.glossary import elides_before  # noqa: E402
+from nmt.inference.text.words import text_words, words_of  # noqa: E402
 
 
 def read_gold(line: str) -> tuple[set[tuple[int, int]], set[tuple[int, int]]]:

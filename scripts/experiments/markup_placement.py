@@ -12,7 +12,7 @@ gold markup exists for it:
    alignment of the reference itself (forced decoding: `Translator.score`, then
    `nmt.inference.translator.alignments`, as `--markup` does for its own output): placement is
    right where the tag wraps exactly the reference words of step 2. Beside it, the same tags
-   placed without the step past frequent words (`nmt.inference.words.past_frequent`; a run
+   placed without the step past frequent words (`nmt.inference.text.words.past_frequent`; a run
    trained before runs kept target word counts has no step: copy its prepared corpus's
    target_words.tsv into the run to measure it), by the other direction (each output word to a
    source word: what markup and `--align` used first) and by position alone (the span's relative
@@ -40,7 +40,7 @@ from nmt.data.corpus import load_splits, resolve_corpus  # noqa: E402
 from nmt.data.links import agreed_links  # noqa: E402
 from nmt.errors import NmtError  # noqa: E402
 from nmt.hardware import cpu_name, noted_flags  # noqa: E402
-from nmt.inference.markup import parse  # noqa: E402
+from nmt.inference.text.markup import parse  # noqa: E402
 from nmt.inference.translator import Translator, alignments  # noqa: E402
 
 Link = tuple[int, int]

@@ -39,7 +39,9 @@ from nmt.evaluation.metrics import reference_streams  # noqa: E402
 from nmt.evaluation.report import TestSpec, load_test_set  # noqa: E402
 from nmt.hardware import cpu_name, noted_flags  # noqa: E402
 from nmt.inference import sentences as sentences_module  # noqa: E402
-from nmt.inference.sentences import SENTENCE, TITLE, UPPER, Segmenter, case_style, whole  # noqa: E402
+from nmt.inference.text.case import TITLE, UPPER, case_style  # noqa: E402
+from nmt.inference.text.records import SENTENCE  # noqa: E402
+from nmt.inference.text.sentences import Segmenter, whole  # noqa: E402
 from nmt.model.checkpoint import load_models  # noqa: E402
 
 BUCKETS = ((1, 10), (11, 20), (21, 30), (31, 50))
@@ -77,17 +79,17 @@ def case_rule_off():
 @contextmanager
 def no_splitting(model):
     """Each line translated as one sequence, as before paragraphs were split."""
-    saved = model.reader.segmenter
+    saved = model.road.segmenter
 
     class Whole(Segmenter):
         def split(self, text):
             return whole(text)
 
-    model.reader.segmenter = Whole(saved.language, saved.longest)
+    model.road.segmenter = Whole(saved.language, saved.longest)
     try:
         yield
     finally:
-        model.reader.segmenter = saved
+        model.road.segmenter = saved
 
 
 def case(model, sources, refs) -> None:
@@ -169,7 +171,7 @@ def by_length(model, sources, refs, words: list[int]) -> dict[int, list[str]]:
     """The outputs for each decode.max_sentence_words in `words`."""
     out = {}
     for limit in words:
-        model.reader.segmenter = Segmenter(model.tokenizer.source_lang, limit)
+        model.road.segmenter = Segmenter(model.tokenizer.source_lang, limit)
         out[limit] = model.translate(sources)
     return out
 

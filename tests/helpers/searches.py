@@ -1,7 +1,7 @@
-"""Greedy and beam search as the translator runs them (`nmt.inference.terms.steering.searched`: the
+"""Greedy and beam search as the translator runs them (`nmt.inference.text.steering.searched`: the
 policy and hooks a batch's rules ask for), for the tests that decode ids they build themselves."""
 
-from nmt.inference.terms.steering import searched
+from nmt.inference.text.steering import searched
 
 
 def greedy(model, sources, specials):

@@ -9,7 +9,7 @@ from conftest import TINY, toy_lines, write_corpus_zip
 from typer.testing import CliRunner
 
 from nmt.cli import app
-from nmt.inference.words import WORD_START, pharaoh, text_words, word_groups, words_of
+from nmt.inference.text.words import WORD_START, pharaoh, text_words, word_groups, words_of
 
 SENTENCES = ["I see a cat.", "She likes green tea today.", "We have the small bird again."]
 

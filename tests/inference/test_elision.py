@@ -1,5 +1,5 @@
 """The word before a French glossary term that begins with a vowel: "de l'automobile", not "de la
-automobile" (nmt/inference/terms/elision.py), rewritten after search and scored again by the model."""
+automobile" (nmt/inference/text/elision.py), rewritten after search and scored again by the model."""
 
 from types import SimpleNamespace
 
@@ -9,7 +9,7 @@ import torch
 import nmt
 from nmt.data.vocab import SPECIALS, Vocab
 from nmt.inference.decoding.constraints import sentence_rules
-from nmt.inference.terms.elision import elided, rewritten
+from nmt.inference.text.elision import elided, rewritten
 from nmt.inference.decoding.search import Sources, Specials, forced, hypothesis
 from nmt.model import build_model
 from conftest import seed_model

@@ -16,10 +16,10 @@ from nmt.data.vocab import SPECIALS, Vocab
 from nmt.errors import NmtError
 from nmt.inference.decoding.constraints import Pieces, Progress, sentence_rules
 from nmt.inference.ensemble import Ensemble
-from nmt.inference.terms.glossary import Glossary, closes, elided_form, elides_before, holds, pieces_of
+from nmt.inference.text.glossary import Glossary, closes, elided_form, elides_before, holds, pieces_of
 from nmt.inference.decoding.sampling import Sampling, samples
 from nmt.inference.decoding.search import Sources, Specials, forced
-from nmt.inference.terms.steering import steering_for
+from nmt.inference.text.steering import steering_for
 from nmt.model import build_model
 from helpers.searches import beam_search, greedy
 from conftest import seed_model
@@ -369,14 +369,14 @@ def test_beam_search_drops_a_hypothesis_that_wrote_its_own_word_where_a_term_was
 
 
 def test_a_sentence_whose_every_hypothesis_skipped_its_term_keeps_them():
-    from nmt.inference.terms.steering import _dropped
+    from nmt.inference.text.steering import _dropped
     chosen, running = torch.zeros(4, 3), torch.tensor([[0.0, -1.0], [0.0, float("-inf")]])
     out = _dropped(chosen, [0, 2], running, k=2)  # sentence 0 keeps row 1; sentence 1 has only row 2 live
     assert out[0].eq(float("-inf")).all() and out[1].eq(0).all() and out[2].eq(0).all()
 
 
 def test_a_term_written_in_the_place_of_the_models_own_word_is_credited_part_of_that_words_score(monkeypatch):
-    from nmt.inference.terms import steering
+    from nmt.inference.text import steering
     model = _pieces_model()
     src = torch.tensor([[PIECES_VOCAB.stoi["▁le"], PIECES_VOCAB.stoi["▁chat"], PIECES_VOCAB.eos_id]])
     lens, specials, cap = torch.tensor([3]), Specials(PIECES_VOCAB.bos_id, PIECES_VOCAB.eos_id), torch.tensor([8])
@@ -402,7 +402,7 @@ def test_a_term_written_in_the_place_of_the_models_own_word_is_credited_part_of_
 
 def test_only_a_twin_that_left_the_terms_words_confirms_the_credit():
     from nmt.inference.decoding.policies import Live
-    from nmt.inference.terms.steering import TermMarks, _credited
+    from nmt.inference.text.steering import TermMarks, _credited
     parent, other = Live([1], [0.0], Progress()), Live([2], [0.0], Progress())
     live = [[Live([1, 7], [0.0, -3.0], Progress(), TermMarks(parent=parent, credit=1.5)),
              Live([2, 7], [0.0, -3.0], Progress(), TermMarks(parent=other, credit=1.5)), Live([1, 4], [0.0, -0.5], Progress())]]
@@ -494,7 +494,7 @@ def test_samples_of_a_glossary_sentence_are_ranked_by_its_length_penalty(protect
 
 
 def test_a_glossary_term_is_found_at_the_first_words_that_spell_it():
-    from nmt.inference.terms.glossary import term_spans
+    from nmt.inference.text.glossary import term_spans
 
     pieces = ["▁the", "▁Film", "▁was", "▁New", "▁Y", "ork", ".", "▁film"]
     # its words' first and last piece (placed where attention reads them): any case, any spaces; a term not

@@ -1,4 +1,4 @@
-"""Markup through translation (`nmt translate --markup`, nmt.inference.markup): tags out of the
+"""Markup through translation (`nmt translate --markup`, nmt.inference.text.markup): tags out of the
 source, back around the aligned output words, the output always well formed with every tag once."""
 
 import xml.etree.ElementTree as ET
@@ -10,7 +10,7 @@ from typer.testing import CliRunner
 
 import nmt
 from nmt.cli import app
-from nmt.inference.markup import MarkupError, marked_stream, parse, read
+from nmt.inference.text.markup import MarkupError, parse, read
 
 
 def tags_of(text: str) -> list[tuple[str, dict, tuple[str, ...]]]:
@@ -48,7 +48,7 @@ def test_a_tag_inside_a_word_wraps_the_whole_word_and_nesting_follows_the_source
 def test_a_tag_follows_each_source_words_most_attentive_output_word_not_every_word_that_glanced_at_it():
     import torch
 
-    from nmt.inference.words import alignment, source_alignment
+    from nmt.inference.text.words import alignment, source_alignment
 
     source = parse("The <b>cat</b> sleeps")
     src_words = [("The", [0]), ("cat", [1]), ("sleeps", [2])]
@@ -112,12 +112,12 @@ def test_any_markup_and_any_alignment_give_well_formed_output_with_every_tag_onc
 def test_a_real_model_keeps_the_tags_and_translates_the_text(protected_run):
     model = nmt.load(protected_run)
     plain = model.translate(["I see a cat.", "I have 23 cats."])
-    marked = _marked(model, ["I see a <b>cat</b>.", 'I have <a href="u">23 cats</a>.<br/>'])
+    marked = model.translate(["I see a <b>cat</b>.", 'I have <a href="u">23 cats</a>.<br/>'], markup=True)
     for out, text, source in zip(marked, plain, ["I see a <b>cat</b>.", 'I have <a href="u">23 cats</a>.<br/>']):
         assert tags_of(out) == tags_of(source), out
         assert "".join(ET.fromstring(f"<root>{out}</root>").itertext()).split() == text.split()
     assert "23" in marked[1]
-    assert _marked(model, ["<br/>", "", "<b></b>"]) == ["<br/>", "", "<b></b>"]  # no text: the tags alone
+    assert model.translate(["<br/>", "", "<b></b>"], markup=True) == ["<br/>", "", "<b></b>"]  # no text: the tags alone
 
 
 def test_the_command_keeps_markup_and_says_what_is_malformed(protected_run):
@@ -137,7 +137,7 @@ def test_a_tag_steps_past_a_frequent_word_written_before_its_words_translation()
     as much; a frequent source word, a next word that is frequent too or reads it little, stays."""
     import torch
 
-    from nmt.inference.words import FrequentWords, source_alignment
+    from nmt.inference.text.words import FrequentWords, source_alignment
 
     frequent = FrequentWords.of([".", "the", "are", "is"], ["les", ".", "sont", "l'", "est"], top=4)
     assert frequent.source == {"the", "are", "is"} and frequent.target == {"les", "sont", "l'", "est"}
@@ -163,7 +163,3 @@ def test_a_tag_steps_past_a_frequent_word_written_before_its_words_translation()
     both = FrequentWords.of([], ["les", "koalas"])  # the next word is frequent too
     assert source_alignment(weights, src_words, out_words, both)[0] == (0, 0)
 
-
-def _marked(model, texts):
-    """Each text's best translation with its markup kept, as `nmt translate --markup` prints it."""
-    return [hyps[0].text if hyps else "" for _, results in marked_stream(model, texts, markup=True) for hyps in results]

@@ -24,7 +24,7 @@ from nmt.cli import app
 from nmt.errors import NmtError
 from nmt.inference.decoding.sampling import Sampling, draw_one, samples, truncated
 from nmt.inference.decoding.search import Sources
-from nmt.inference.terms.steering import steering_for
+from nmt.inference.text.steering import steering_for
 from helpers.searches import greedy
 
 

@@ -134,7 +134,7 @@ def test_the_constrained_beam_is_the_policy_that_gives_each_bank_a_place():
     search is given the one it needs by `beam_for`."""
     from nmt.inference.decoding.constraints import NO_RULES, Progress, Rules
     from nmt.inference.decoding.policies import Beam, Live
-    from nmt.inference.terms.steering import ConstrainedBeam, beam_for
+    from nmt.inference.text.steering import ConstrainedBeam, beam_for
 
     rules = Rules(terms=((7, 8),))
     beams = [Live([], [], Progress()) for _ in range(3)]

@@ -1,4 +1,4 @@
-"""Text as people write it (nmt.inference.sentences and the spans of nmt.data.protected_numbers):
+"""Text as people write it (the stages of nmt.inference.text and the spans of nmt.data.protected_numbers):
 paragraphs split into sentences and joined back with their spacing, over-long sentences cut at
 their clauses, links, addresses and emoji kept byte for byte, capitals read in sentence case and
 written back. The sentences here are made up for the tests."""
@@ -12,8 +12,11 @@ import nmt
 from nmt.data.prepared_corpus import CaseCounts
 from nmt.data.protected_numbers import SpanProtector, untranslated_spans
 from nmt.data.tokenizer import TOKENIZER
-from nmt.inference.sentences import (SENTENCE, TITLE, UPPER, CasedWords, Segmenter, case_style, restyled,
-                                     span_places)
+from nmt.inference.text.case import TITLE, UPPER, CasedWords, case_style
+from nmt.inference.text.case import write as restyled
+from nmt.inference.text.records import SENTENCE
+from nmt.inference.text.sentences import Segmenter
+from nmt.inference.text.spans import span_places
 
 EN = Segmenter("en", 60)
 
@@ -207,8 +210,8 @@ def test_a_line_of_thousands_of_words_is_translated_in_parts_not_cut(model, capl
     with caplog.at_level("WARNING"):
         out = model.translate(line)
     assert out and not [r for r in caplog.records if "truncated" in r.getMessage()]
-    longest = model.reader.segmenter.longest  # data.max_len 24 pieces: 18 words
-    assert longest == 18 and len(model.reader.segmenter.split(line).segments) == -(-3000 // longest)
+    longest = model.road.segmenter.longest  # data.max_len 24 pieces: 18 words
+    assert longest == 18 and len(model.road.segmenter.split(line).segments) == -(-3000 // longest)
 
 
 def test_a_span_before_a_word_spelled_from_a_lone_word_start_goes_before_the_whole_word():
@@ -217,7 +220,6 @@ def test_a_span_before_a_word_spelled_from_a_lone_word_start_goes_before_the_who
     import dataclasses
 
     from nmt.data.protected_numbers import untranslated
-    from nmt.inference.sentences import span_places
 
     span = dataclasses.replace(untranslated("❤️"), at=1)  # before the source's second word ...
     pieces = ["▁", "N", "ou", "s", "▁voi", "s"]

@@ -21,7 +21,7 @@ import httpx  # noqa: E402
 from conftest import REPO, train_toy_model  # noqa: E402
 from fastapi.testclient import TestClient  # noqa: E402
 
-from nmt.inference.terms.glossary import Glossary, holds  # noqa: E402
+from nmt.inference.text.glossary import Glossary, holds  # noqa: E402
 from nmt.inference.translator import Translator  # noqa: E402
 from nmt.model.checkpoint import load_model  # noqa: E402
 from nmt.serving.server import BatchingQueue, Options, ServeSettings, create_app, server_info  # noqa: E402
@@ -119,12 +119,9 @@ def test_glossaries_per_request_and_for_the_whole_server(client, translator, run
 
 
 def test_markup_is_kept_per_request_and_malformed_markup_is_a_422(client, translator):
-    from nmt.inference.markup import marked_stream
-
     text = "I see a <b>cat</b>."
     asked = client.post("/translate", json={"texts": [text, SENTENCES[1]]}).json()["translations"]
-    (_, [[cli]]), = marked_stream(translator, [text], markup=True)  # `nmt translate --markup`'s
-    assert asked[0]["src"] == text and asked[0]["tgt"] == cli.text
+    assert asked[0]["src"] == text and asked[0]["tgt"] == translator.translate(text, markup=True)  # the CLI's road
     assert asked[0]["tgt"].count("<b>") == asked[0]["tgt"].count("</b>") == 1, asked[0]
     assert asked[1]["tgt"] == translator.translate(SENTENCES[1])  # no markup in it: as without
     as_text = client.post("/translate", json={"text": text, "markup": False}).json()["translations"][0]

@@ -12,7 +12,7 @@ from nmt.data.vocab import Vocab
 from nmt.inference.decoding.search import Sources, Specials
 from helpers.searches import greedy
 from nmt.inference.translator import Translator
-from nmt.inference.words import FREQUENT_TOP
+from nmt.inference.text.words import FREQUENT_TOP
 from nmt.model import build_model
 from nmt.model.checkpoint import load_model, save_checkpoint
 from nmt.training.loop import train, train_step

@@ -18,7 +18,7 @@ tokens the rules name): a term is written whole, so the token after its last pie
 the word (`Pieces.glued`); and a hypothesis that owes a glossary term may not close the source's
 last sentence (`Pieces.closers`), so a term is placed inside the sentence, never in a second one
 made up to hold it: a hypothesis whose likeliest token would close the sentence (or end it) while
-it owes a glossary term writes what it owes there (`Step.closing`, `nmt.inference.terms.steering`).
+it owes a glossary term writes what it owes there (`Step.closing`, `nmt.inference.text.steering`).
 A term that begins with a vowel may follow an elided word (French "l'", "d'"; Italian "dell'"),
 and there it is written glued to the apostrophe, as the target's tokenizer writes it after one
 (`Rules.elided`): "l'aéronef", not "l' aéronef".
@@ -29,7 +29,7 @@ there and the one that writes the model's own word, and drops the second at its 
 attention has left the words (the word it wrote was their translation: the term belonged in its
 place) but not if it still reads them (it wrote an article or an auxiliary first: "J'ai" before
 "dormi"); greedy search and sampling, which keep one hypothesis, write the term at once
-(`nmt.inference.terms.steering`). Once begun, a glossary term is written to its end; and once written, its source
+(`nmt.inference.text.steering`). Once begun, a glossary term is written to its end; and once written, its source
 words are translated: the hypothesis's attention no longer reads them (`Rules.covered`), so the
 model does not write its usual word for them after the term.
 """

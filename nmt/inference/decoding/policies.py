@@ -1,7 +1,7 @@
 """What a search policy sees and decides: the live hypotheses, a step's candidates, and the
 interface greedy search, beam search and sampling share (`Policy`), with the plain beam (`Beam`);
 and what a search lets its caller's rules add to each step (`Hooks`), which it never names.
-The glossary's beam (`nmt.inference.terms.steering.ConstrainedBeam`) and sampling's draw
+The glossary's beam (`nmt.inference.text.steering.ConstrainedBeam`) and sampling's draw
 (`nmt.inference.decoding.sampling.Draw`) are policies too, and the glossary's steering is hooks."""
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ Candidate = tuple[float, int, int]  # (the score the policy ranks by, beam withi
 @dataclass
 class Live:
     """One live hypothesis: its tokens, their log-probabilities, its progress through its rules
-    and what the steering toward its terms keeps of it (`nmt.inference.terms.steering.TermMarks`)."""
+    and what the steering toward its terms keeps of it (`nmt.inference.text.steering.TermMarks`)."""
     tokens: list[int]
     token_scores: list[float]
     progress: Progress

@@ -1,4 +1,4 @@
-"""Steering a search toward the terms a sentence owes: glossary terms (`nmt.inference.terms.glossary`)
+"""Steering a search toward the terms a sentence owes: glossary terms (`nmt.inference.text.glossary`)
 and, under decode.strict_numbers, its number placeholders (`nmt.inference.decoding.constraints`: each a
 term of one token).
 

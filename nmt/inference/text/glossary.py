@@ -10,6 +10,7 @@ every matched term (`nmt.inference.decoding.constraints`).
 
 from __future__ import annotations
 
+import logging
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -19,9 +20,12 @@ from pathlib import Path
 import numpy as np
 
 from nmt.data.marks import END
-from nmt.data.tokenizer import WORD_START, continues_word, special_piece, spells
+from nmt.data.tokenizer import WORD_START, Tokenizer, continues_word, special_piece, spells
+from nmt.data.vocab import Vocab
 from nmt.errors import NmtError
 from nmt.inference.decoding.constraints import Pieces
+
+logger = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -228,4 +232,39 @@ def term_spans(pieces: Sequence[str], sources: Sequence[str], subword: bool = Tr
                 found = (starts[first], ends[last - 1])
                 break
         out.append(found)
+    return out
+
+
+BYTE_PIECE = re.compile(r"<0x[0-9A-F]{2}>")  # SentencePiece's byte fallback: one byte of a character it has no piece for
+
+
+@dataclass(frozen=True)
+class FoundTerm:
+    """A glossary term found in a text: its source words as the text writes them, and the target
+    term as ids, tokenized as the target is, as a word and glued after an elision (empty: never so)."""
+    source: str
+    ids: list[int]
+    elided: list[int]
+
+
+def glossary_terms(tokenizer: Tokenizer, vocab: Vocab, glossaries: Sequence[Glossary | None], texts: Sequence[str],
+                   lines: Sequence[int]) -> list[list[FoundTerm]]:
+    """Each text's glossary terms. A term with a piece the model cannot write is one warning,
+    naming the line, and is not asked for."""
+    out = []
+    for line, text, terms_of in zip(lines, texts, glossaries):
+        found = terms_of.matches(text) if terms_of is not None else []
+        kept = []
+        targets = [term for _, term in found]
+        for (source, term), tokens in zip(found, tokenizer.target_tokens(targets) if found else []):
+            ids = vocab.encode(tokens)
+            if not ids or vocab.unk_id in ids or any(BYTE_PIECE.fullmatch(t) for t in tokens):
+                # (byte pieces: characters the model never learned to write, forced byte by byte)
+                logger.warning("line %d: glossary term '%s' holds a character the target vocabulary cannot write "
+                               "as a piece; it is not enforced", line, term)
+                continue
+            elided = vocab.encode(elided_form(term, tokenizer.target_tokens, tokenizer.target_lang)
+                                  if tokenizer.kind == "subword" else [])
+            kept.append(FoundTerm(source, ids, [] if vocab.unk_id in elided else elided))
+        out.append(kept)
     return out

@@ -139,7 +139,7 @@ def source_alignment(weights: torch.Tensor, src_words: Sequence[tuple[str, list[
                      frequent: FrequentWords | None = None) -> list[tuple[int, int]]:
     """Each source word to the output word that gave it the most attention
     (mean over the output word's pieces), a word of letters or digits where the output has one.
-    What `--align` prints and markup transfer reads (nmt.inference.markup): the lower AER against
+    What `--align` prints and markup transfer reads (nmt.inference.text.markup): the lower AER against
     a gold Hansards alignment (48.1% against 51.4%, the default), and on fra-eng's test split it put tags
     around the right words 66% of the time against `alignment`'s 22%, which lets one source word
     collect output words from anywhere in the sentence (scripts/experiments/markup_placement.py).

@@ -22,20 +22,11 @@ Bergamot's alignment-based transfer (bergamot-translator's html.cpp) works the s
 from __future__ import annotations
 
 import copy
-import dataclasses
 import html
-import math
 import re
-from collections import deque
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
-
 from nmt.errors import NmtError
-from nmt.inference.sentences import Options
-
-if TYPE_CHECKING:
-    from nmt.inference.translator import Translation, Translator
 
 _TAG = re.compile(r"<(/?)([A-Za-z][\w:.-]*)((?:\s+[\w:.-]+(?:\s*=\s*(?:\"[^\"]*\"|'[^']*'|[^\s\"'=<>`]+))?)*)\s*(/?)>")
 _LOOKS_LIKE_A_TAG = re.compile(r"</?[A-Za-z][^<>]*>")
@@ -80,15 +71,6 @@ class Markup:
         root = copy.deepcopy(self.root)  # placed in output positions; the source's stay for another output
         _place(root, 0, len(words), aligned, len(words))
         return _written(root, [html.escape(w, quote=False) for w in words])
-
-    def translated(self, hyps: list[Translation], pairs: Sequence[tuple[int, int]]) -> list[Translation]:
-        """This source's translations with its tags put back in the best one's text (`pairs`: that
-        one's alignment); none (a source with no text, "<br/>"): its tags alone, if it has any."""
-        from nmt.inference.translator import Translation
-
-        if hyps:
-            return [dataclasses.replace(hyps[0], text=self.restore(hyps[0].words, pairs))]
-        return [Translation(self.restore([], []), "", math.nan, [])] if self.has_tags else []
 
 
 def parse(text: str) -> Markup:
@@ -143,32 +125,6 @@ def read(text: str, markup: bool | None, where: str) -> Markup | None:
         if markup:
             raise MarkupError(f"{where}: {e}") from None
         return None
-
-
-def marked_stream(translator: Translator, lines: Iterable[str], options: Options = Options(),
-                  chunk_size: int | None = None, markup: bool | None = None
-                  ) -> Iterator[tuple[list[str], list[list[Translation]]]]:
-    """`Translator.stream` (n = 1) for sources that may hold markup: each chunk's sources as
-    given and their translations, the text of those read as markup (`read`) with their tags put
-    back around the aligned output words."""
-    from nmt.inference.translator import alignments
-
-    given: deque[tuple[str, Markup | None]] = deque()
-
-    def plain_lines() -> Iterator[str]:
-        for line, text in enumerate(lines, options.first_line):
-            marked = read(text, markup, f"line {line}")
-            given.append((text, marked))
-            yield marked.text if marked is not None else text
-
-    for chunk, results in translator.stream(plain_lines(), options, chunk_size):
-        sources = [given.popleft() for _ in chunk]
-        marked = [i for i, (_, m) in enumerate(sources) if m is not None]
-        texted = [i for i in marked if results[i]]
-        pairs = dict(zip(texted, alignments(translator, [chunk[i] for i in texted], [results[i][0] for i in texted])))
-        for i in marked:
-            results[i] = sources[i][1].translated(results[i], pairs.get(i, []))
-        yield [text for text, _ in sources], results
 
 
 @dataclass(frozen=True)

@@ -18,7 +18,7 @@ import torch
 
 from nmt.data.tokenizer import WORD_START, Tokenizer
 from nmt.data.vocab import Vocab
-from nmt.inference.terms.glossary import elides_before
+from nmt.inference.text.glossary import elides_before
 from nmt.inference.decoding.search import Hypothesis, Sources, Specials, forced, hypothesis
 
 LANGUAGE = "fr"

@@ -100,6 +100,44 @@ def test_no_import_circle_in_the_package():
     assert not circles, f"modules on an import circle: {circles}"
 
 
+def room(module: str) -> str:
+    """The package a module stands in (its room): `nmt` for the top-level modules."""
+    return module if (PACKAGE.parent / module.replace(".", "/") / "__init__.py").is_file() else module.rpartition(".")[0]
+
+
+def room_graph(graph: dict[str, set[str]]) -> dict[str, set[str]]:
+    rooms: dict[str, set[str]] = {}
+    for name, targets in graph.items():
+        rooms.setdefault(room(name), set()).update(room(t) for t in targets if room(t) != room(name))
+    return rooms
+
+
+def test_no_import_circle_between_rooms():
+    """Packages, subpackages included, import one another one way: the text stages and the terms'
+    steering stand on the search's room, which stands on none of them, and the translator on both."""
+    rooms = room_graph({name: targets for name, targets in import_graph().items() if name not in ENTRY_POINTS})
+    circles = sorted(name for name in rooms if name in _reachable(rooms, name))
+    assert not circles, f"rooms on an import circle: {circles}"
+
+
+def test_a_room_circle_is_caught():
+    graph = import_graph()
+    graph["nmt.inference.decoding.search"] = graph["nmt.inference.decoding.search"] | {"nmt.inference.text.steering"}
+    rooms = room_graph(graph)
+    assert "nmt.inference.decoding" in _reachable(rooms, "nmt.inference.decoding")
+
+
+def test_the_search_knows_no_text_stage_and_the_translator_only_the_road():
+    """The search imports nothing from the text stages or the glossary (a feature reaches it as a
+    policy or hooks), and the translator takes every text's road from the pipeline module alone."""
+    graph = import_graph()
+    search_room = [(name, t) for name, targets in graph.items() if name.startswith("nmt.inference.decoding")
+                   for t in targets if t.startswith("nmt.inference.text")]
+    assert not search_room, search_room
+    assert {t for t in graph["nmt.inference.translator"] if t.startswith("nmt.inference.text")} == {
+        "nmt.inference.text.road"}
+
+
 # A package's modules: training reached 12 with the recipe and then split its loop from the run's
 # setup (2026-11-27): its jobs are the stages of one run (job, recipe, data, setup, loop, step,
 # stopping with the learning rate that follows the budget, progress, precision, board, distributed,
@@ -114,7 +152,7 @@ def test_the_house_has_few_rooms_each_with_its_job():
     modules = [p for p in PACKAGE.glob("*.py")]
     packages = [p for p in PACKAGE.iterdir() if (p / "__init__.py").is_file()]
     assert len(modules) <= 8 and len(packages) <= 7, (modules, packages)
-    for package in packages:
+    for package in [p.parent for p in PACKAGE.rglob("__init__.py") if p.parent != PACKAGE]:
         assert len([p for p in package.glob("*.py") if p.name != "__init__.py"]) <= MODULES_A_PACKAGE, package
         assert ast.get_docstring(ast.parse((package / "__init__.py").read_text(encoding="utf-8"))), package
 

@@ -5,11 +5,15 @@ markup, glossary terms, a prefix, n-best lists; through `nmt.load`, `nmt transla
 and with this code. And the script that counts the functions one translation enters counts them."""
 
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+
+import nmt
+from nmt.inference.text import road
 
 from tests.conftest import REPO
 
@@ -52,3 +56,21 @@ def test_the_text_path_is_counted(protected_run):
     total, outside = [int(word) for word in counted.split() if word.isdigit()][:3:2]
     assert 0 < outside < total
     assert "inference/decoding/search.py: " in counted and "search" in counted.split("inference/decoding/search.py: ")[1]
+
+
+def test_a_stage_of_ones_own_is_one_module_and_one_list(protected_run, monkeypatch):
+    """docs/layout.md's profanity filter, as written there: appended to the road's FILTERS, it writes
+    each blocked word of every translation as asterisks (here the toy model's "chat")."""
+    layout = (REPO / "docs" / "layout.md").read_text(encoding="utf-8")
+    example = re.search(r"```python\n(# nmt/inference/text/profanity.py\n.*?)```", layout, re.DOTALL).group(1)
+    assert len(example.splitlines()) <= 20
+    monkeypatch.setattr(road, "FILTERS", [])
+    module: dict = {}
+    exec(compile(example, "profanity.py", "exec"), module)
+    assert len(road.FILTERS) == 1
+    model = nmt.load(protected_run)
+    plain = model.translate(["I see a cat.", "I see a dog. I see a cat."])
+    module["BLOCKED"] = re.compile(r"\bchat\b")
+    filtered = model.translate(["I see a cat.", "I see a dog. I see a cat."])
+    assert all("chat" in out for out in plain), plain
+    assert filtered == [out.replace("chat", "****") for out in plain]

@@ -6,7 +6,8 @@ numbers never reach it: each digit run of the source, with its inner separators 
 7:45, 2021-08-07), becomes a numbered placeholder ⦅N1⦆, ⦅N2⦆, ... (one SentencePiece piece each,
 the same on both sides) before tokenization, and the translator puts the source's number back in
 its place after every search, written as the target language writes it where that is
-unambiguous (English 3.5, 30,000, 7:45 are French 3,5, 30 000, 7h45). In the training data a
+unambiguous (English 3.5, 30,000, 7:45 are French 3,5, 30 000, 7h45 and German 3,5, 30.000, 7:45:
+each language's marks are CLDR's, through Babel). In the training data a
 target number takes the placeholder of the source number of the same value; a pair whose numbers
 do not match one to one (12 translated as "douze") keeps its text, so number words are still learnt.
 
@@ -24,6 +25,7 @@ also writes each of them exactly once and no digit of its own.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -80,15 +82,16 @@ class Convention:
         return re.compile(f"{spaced}(?:[.,]\\d+(?![.,]?\\d))?|\\d+(?:(?:{group}|{time}|[.,:/-])\\d+)*")
 
 
-CONVENTIONS = {
-    "en": Convention(decimal=".", group=",", time=":", reads_decimal=".", reads_group=",", reads_time=":"),
-    # fra-eng's French (counted over its sentences): 7h45 more often than 7 h 45,
-    # groups of thousands set apart by a space, the decimal comma.
+# Where a corpus writes numbers otherwise than CLDR: fra-eng's French (counted over its sentences)
+# writes 7h45 more often than 7:45 and sets thousands apart by a plain space, not CLDR's narrow
+# no-break one; a dot between thousands is read too.
+CORPUS_CONVENTIONS = {
     "fr": Convention(decimal=",", group=" ", time="h", reads_decimal=",", reads_group=" \u00a0\u202f.",
                      reads_time=":h"),
 }
-# A language without a convention here reads digit runs joined by . , : / - and writes them verbatim.
+# A language CLDR does not know reads digit runs joined by . , : / - and writes them verbatim.
 VERBATIM = Convention(decimal="", group="", time="", reads_decimal="", reads_group="", reads_time="")
+_HOURS_THEN_MINUTES = re.compile(r"[Hhk]+(.*?)m+")  # in a CLDR time pattern: what stands between them
 
 
 @dataclass(frozen=True)
@@ -209,8 +212,24 @@ def spans_of(text: str, pattern: re.Pattern[str], convention: Convention, known:
     return sorted(kept + numbers, key=lambda f: f.start) if kept else numbers
 
 
+@functools.lru_cache(maxsize=None)
 def convention(lang: str) -> Convention | None:
-    return CONVENTIONS.get(lang.split("-")[0].lower())
+    """How `lang` writes numbers: CLDR's decimal and group marks and the mark of its short time
+    form (English 3.5, 30,000, 7:45; German 3,5, 30.000, 7:45), where a corpus of ours writes them
+    otherwise its own (`CORPUS_CONVENTIONS`); None for a language CLDR does not know."""
+    from babel import Locale, UnknownLocaleError, numbers
+
+    code = lang.split("-")[0].lower()
+    if code in CORPUS_CONVENTIONS:
+        return CORPUS_CONVENTIONS[code]
+    try:
+        locale = Locale.parse(code)
+    except (UnknownLocaleError, ValueError):
+        return None
+    decimal, group = numbers.get_decimal_symbol(locale), numbers.get_group_symbol(locale)
+    between = _HOURS_THEN_MINUTES.search(locale.time_formats["short"].pattern)
+    time = between.group(1).replace("'", "") if between else ":"
+    return Convention(decimal, group, time, decimal, group, time.strip() or time)
 
 
 class SpanProtector:

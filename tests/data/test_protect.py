@@ -74,7 +74,14 @@ def test_a_sentence_with_more_numbers_than_placeholders_keeps_them_all_as_text()
     (EN_FR, "2 by 3", "⦅N2⦆ sur ⦅N1⦆", "3 sur 2"),
     (SpanProtector("fr", "en"), "Ça coûte 30 000 yens à 7 h 45.", "It costs ⦅N1⦆ yen at ⦅N2⦆.",
      "It costs 30,000 yen at 7:45."),
-    (SpanProtector("en", "de"), "It costs 3.5 dollars.", "Es kostet ⦅N1⦆ Dollar.", "Es kostet 3.5 Dollar."),
+    # every other language as CLDR writes it (Babel): German's decimal comma and thousands dot, Finnish's
+    # time dot, Russian's no-break space between thousands; a language CLDR does not know, verbatim
+    (SpanProtector("en", "de"), "It costs 3.5 dollars.", "Es kostet ⦅N1⦆ Dollar.", "Es kostet 3,5 Dollar."),
+    (SpanProtector("en", "de"), "I paid 30,000 at 7:45.", "Ich zahlte ⦅N1⦆ um ⦅N2⦆.", "Ich zahlte 30.000 um 7:45."),
+    (SpanProtector("de", "en"), "Ich zahlte 30.000 und 3,5.", "I paid ⦅N1⦆ and ⦅N2⦆.", "I paid 30,000 and 3.5."),
+    (SpanProtector("en", "fi"), "Come at 7:45 with 2.5 kg.", "Tule ⦅N1⦆ ⦅N2⦆ kg.", "Tule 7.45 2,5 kg."),
+    (SpanProtector("en", "ru"), "It costs 30,000.", "Стоит ⦅N1⦆.", "Стоит 30\u00a0000."),
+    (SpanProtector("en", "xx"), "It costs 3.5 and 30,000.", "⦅N1⦆ ⦅N2⦆", "3.5 30,000"),
     (EN_FR, "She is 12.", "Elle a ⦅N1⦆ ans, ⦅N2⦆ mois.", "Elle a 12 ans, mois."),  # no number for ⦅N2⦆
     (EN_FR, "2 by 3", "⦅N1⦆⦅N2⦆ fois", "2 3 fois"),  # side by side, never one number "23"
     (EN_FR, "In 1939 and 1914.", "En la⦅N1⦆.⦅N2⦆", "En la 1939. 1914"),  # never part of a word

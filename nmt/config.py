@@ -389,50 +389,42 @@ def _build_section(cls: type, raw: Any, section: str) -> Any:
 
 
 SECTIONS = {"data": DataConfig, "model": ModelConfig, "train": TrainConfig, "decode": DecodeConfig}
-# Keys that were measured to lose and removed (docs/results.md keeps the measurements): the value every run
-# saved while they existed holds unless it asked for them (such a run still loads), why the key went and
-# the nmt that last trained with it. A default of None: a key that shaped training alone, so a run
-# that set it to anything loads and translates as it was trained.
-_RNMT = ("it lost at 5 and 30 minutes on every seed: docs/results.md", "from before 2026-11-27")
-_TERMS = ("training with terms cost 1.3 to 3.1 test BLEU: docs/results.md", "at f71f73a or before")
-_LOST = ("it lost where it was measured: docs/results.md", "at f71f73a or before")
-_PLATEAU = ("the plateau schedule was in no config: docs/results.md", "at 77ff7c4 or before")
-_IN_NO_CONFIG = ("no shipped config or the recipe used it: docs/results.md", "at e99e089 or before")
-REMOVED = {"model.residual": (False, *_RNMT), "model.layer_norm": (False, *_RNMT),
-           "model.attention_heads": (1, *_RNMT), "data.terms": (0.0, *_TERMS), "data.term_form": ("append", *_TERMS),
-           "model.init_uniform": (0.0, *_LOST), "model.source_word_dropout": (0.0, *_LOST),
-           "train.ema_decay": (0.0, *_LOST), "data.subword_sampling": (0.0, *_LOST),
-           "data.copy_augment": (0.0, *_LOST),
-           "model.copy_attention": (False, "within noise where it was measured, in no config: docs/results.md",
-                                    "at e7a479c or before"),
-           "data.insert_placeholders": (None, "links and emoji no longer reach the model: docs/results.md",
-                                        "at dc78031 or before"),
-           "data.joint_vocab": (False, *_IN_NO_CONFIG), "model.share_embeddings": (False, *_IN_NO_CONFIG),
-           "model.attention_query": ("previous", *_IN_NO_CONFIG),
-           "decode.ensemble": ("log_prob", "fairseq's mean probability lost: docs/results.md", "at 3f25e0d or before"),
-           "train.lr_decay_factor": (0.5, *_PLATEAU), "train.lr_decay_patience": (2, *_PLATEAU)}
+# Keys that were measured to lose and removed: the value every run saved while they existed holds
+# unless it asked for them (such a run still loads), and why the key went. A default of None: a key
+# that shaped training alone, so a run that set it to anything loads and translates as it was
+# trained. docs/results.md keeps each one's measurement and the last nmt that had it.
+_LOST = "it lost where it was measured"
+_IN_NO_CONFIG = "no shipped config or the recipe used it"
+REMOVED = {"model.residual": (False, _LOST), "model.layer_norm": (False, _LOST), "model.attention_heads": (1, _LOST),
+           "data.terms": (0.0, _LOST), "data.term_form": ("append", _LOST), "model.init_uniform": (0.0, _LOST),
+           "model.source_word_dropout": (0.0, _LOST), "train.ema_decay": (0.0, _LOST),
+           "data.subword_sampling": (0.0, _LOST), "data.copy_augment": (0.0, _LOST),
+           "model.copy_attention": (False, _LOST), "decode.ensemble": ("log_prob", _LOST),
+           "data.insert_placeholders": (None, "links and emoji no longer reach the model"),
+           "data.joint_vocab": (False, _IN_NO_CONFIG), "model.share_embeddings": (False, _IN_NO_CONFIG),
+           "model.attention_query": ("previous", _IN_NO_CONFIG),
+           "train.lr_decay_factor": (0.5, _IN_NO_CONFIG), "train.lr_decay_patience": (2, _IN_NO_CONFIG)}
 # Values removed from a key that stays: a run or config holding one is refused as a removed key is.
-REMOVED_VALUES = {("train", "lr_schedule", "plateau"): _PLATEAU}
+REMOVED_VALUES = {("train", "lr_schedule", "plateau"): _IN_NO_CONFIG}
+_OLDER = "a run trained with it needs the nmt docs/results.md names"
 
 
 def _without_removed(raw: dict[str, Any]) -> dict[str, Any]:
     """`raw` without the removed keys that hold their old default; one that does not is refused."""
     raw = {k: dict(v) if isinstance(v, dict) else v for k, v in raw.items()}
-    for dotted, (default, why, last) in REMOVED.items():
+    for dotted, (default, why) in REMOVED.items():
         section, key = dotted.split(".")
         if isinstance(raw.get(section), dict) and key in raw[section]:
             if raw[section].pop(key) != default and default is not None:
-                raise ConfigError(f"{dotted} was removed ({why}); a run trained with it needs nmt {last}; "
-                                  f"in a config, delete the key")
-    for (section, key, value), (why, last) in REMOVED_VALUES.items():
+                raise ConfigError(f"{dotted} was removed ({why}); {_OLDER}; in a config, delete the key")
+    for (section, key, value), why in REMOVED_VALUES.items():
         if isinstance(raw.get(section), dict) and raw[section].get(key) == value:
-            raise ConfigError(f"{section}.{key}: {value} was removed ({why}); a run trained with it needs nmt "
-                              f"{last}; in a config, choose another")
+            raise ConfigError(f"{section}.{key}: {value} was removed ({why}); {_OLDER}; in a config, choose another")
     return raw
 
 
-# The defaults before they became configs/default.yaml's (nmt at e99e089 or before): a saved run whose
-# config lacks one of these keys (it was saved before the key existed) trained with this value.
+# The defaults before they became configs/default.yaml's: a saved run whose config lacks one of
+# these keys (it was saved before the key existed) trained with this value.
 _SAVED_BEFORE = {"data": {"tokenizer": "word", "subword_type": "unigram", "split_digits": False, "protect": False},
                  "model": {"bidirectional": False, "tie_embeddings": False, "decoder": "stepwise"},
                  "train": {"lr_schedule": "constant", "max_minutes": 0.0, "eval_every": 0, "patience": 0}}

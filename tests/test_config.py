@@ -34,7 +34,7 @@ def _with(section, key, value):
     (_with("data", "max_len", 1), "data.max_len must be >= 2"),
     (_with("model", "dropout", 1.5), r"model.dropout must be in \[0, 1\)"),
     (_with("train", "lr_schedule", "cosine"), r"Invalid setting for `train.lr_schedule`.*\{constant, linear\}"),
-    (_with("train", "lr_schedule", "plateau"), r"train.lr_schedule: plateau was removed .* needs nmt at 77ff7c4"),
+    (_with("train", "lr_schedule", "plateau"), r"train.lr_schedule: plateau was removed .* needs the nmt docs/results.md names"),
     (_with("train", "lr_decay_factor", 0.3), "train.lr_decay_factor was removed"),
     (_with("model", "bidirectional", "yes"), "model.bidirectional must be bool"),
     (_with("model", "decoder", "stacked"), r"Invalid setting for `model.decoder`.*\{stepwise, parallel\}"),

@@ -79,7 +79,7 @@ def test_a_run_trained_with_terms_is_one_clear_error_naming_the_last_nmt_that_tr
     from nmt.errors import NmtError
 
     run = _saved_with(old_run, {"terms": 0.3, "term_form": "append"})
-    with pytest.raises(NmtError, match="data.terms was removed .* needs nmt at f71f73a or before"):
+    with pytest.raises(NmtError, match="data.terms was removed .* needs the nmt docs/results.md names"):
         nmt.load(run)
 
 
@@ -87,5 +87,5 @@ def test_a_run_that_used_a_removed_key_is_one_clear_error(old_run):
     from nmt.errors import NmtError
 
     run = _saved_with(old_run, residual=True, layer_norm=False, attention_heads=1)
-    with pytest.raises(NmtError, match="model.residual was removed .* needs nmt from before 2026-11-27"):
+    with pytest.raises(NmtError, match="model.residual was removed .* needs the nmt docs/results.md names"):
         nmt.load(run)

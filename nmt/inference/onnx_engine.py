@@ -97,7 +97,7 @@ class OnnxSeq2Seq:
         # What the step reads of the state (dot attention, say, never reads the prepared keys).
         inputs = {i.name for i in self.shared["decoder"].get_inputs()}
         self.step_inputs = [name for name in self.names if name in inputs]
-        self.reads_named = "named" in inputs  # exports before 2026-11-27 rank every token instead
+        self.reads_named = "named" in inputs  # an older export ranks every token instead
         self.vocab_size, self.banned_id = manifest.vocab_size, manifest.banned_id
         self._every = np.zeros((0, self.vocab_size), np.int64)
 

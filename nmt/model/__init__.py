@@ -1,6 +1,5 @@
-"""Model: the attention encoder-decoder of seed 002 (encoder, attention, decoder),
-its loss, the moving average of its weights, checkpoints and run directories, and the seeds'
-scoring rules on plain tensors."""
+"""Model: the attention encoder-decoder of seed 002 (encoder, attention, decoder), its loss,
+checkpoints (and their average) and run directories."""
 
 from nmt.model.seq2seq import Seq2Seq, build_model
 

@@ -157,19 +157,6 @@ class AttentionDecoder(nn.Module):
             return self.out(hidden)
         return self.out(F.pad(hidden, (0, 0, 0, padded)))[:rows]
 
-    def forward(self, tgt_in: torch.Tensor, state: DecoderState, positions: torch.Tensor | None = None
-                ) -> tuple[torch.Tensor, DecoderState, torch.Tensor]:
-        """Teacher-forced run: tgt_in (batch, tgt_len) -> logits (batch, tgt_len, vocab),
-        final state, attention weights (batch, tgt_len, src_len).
-
-        With `positions`, flat indices into (batch * tgt_len) such as the non-pad targets, logits
-        come only for those, as (len(positions), vocab): padding never reaches the large output
-        projection and softmax.
-        """
-        emb = self.embed(tgt_in)  # (batch, tgt_len, embed), looked up once for all steps
-        hidden, state, weights = self.teacher_forced(emb, state)
-        return self.scored(hidden, positions), state, weights
-
     def scored(self, hidden: torch.Tensor, positions: torch.Tensor | None = None) -> torch.Tensor:
         """The teacher-forced run's outputs `hidden` (batch, tgt_len, hidden) -> the logits
         `forward` returns (see there)."""

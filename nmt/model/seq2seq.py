@@ -46,10 +46,6 @@ class Seq2Seq(nn.Module):
         src_mask = sequence_mask(to_device(src_lens, src.device), src.shape[1])
         return self.decoder.init_state(memory, hidden, src_mask)
 
-    def decode_step(self, prev_ids: torch.Tensor, state: DecoderState
-                    ) -> tuple[torch.Tensor, DecoderState, torch.Tensor]:
-        return self.decoder.decode_step(prev_ids, state)
-
     def candidates(self, prev_ids: torch.Tensor, state: DecoderState, k: int | torch.Tensor | None,
                    banned_id: int | None, eos_id: int, also: torch.Tensor | None = None
                    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, DecoderState, torch.Tensor]:

@@ -36,7 +36,7 @@ def _token_log_probs(model, src, src_len, tokens):
     state = model.encode(src[None, :src_len], torch.tensor([src_len]))
     out, prev = [], BOS
     for token in tokens + [EOS]:
-        logits, state, _ = model.decode_step(torch.tensor([prev]), state)
+        logits, state, _ = model.decoder.decode_step(torch.tensor([prev]), state)
         out.append(logits.log_softmax(-1)[0, token].item())
         prev = token
     return out

@@ -45,7 +45,8 @@ def test_attention_ignores_padding_and_sums_to_one():
     model = _model()
     src = torch.tensor([[5, 6, 2, 0, 0], [5, 6, 7, 8, 2]])
     src_lens = torch.tensor([3, 5])
-    _, _, weights = model.decoder(torch.tensor([[1, 5], [1, 6]]), model.encode(src, src_lens))
+    _, _, weights = model.decoder.teacher_forced(model.decoder.embed(torch.tensor([[1, 5], [1, 6]])),
+                                                 model.encode(src, src_lens))
     assert torch.allclose(weights.sum(-1), torch.ones(2, 2), atol=1e-6)
     assert (weights[0, :, 3:] == 0).all()
 
@@ -58,7 +59,7 @@ def test_teacher_forced_logits_equal_step_by_step_decoding(options):
     full = model(src, src_lens, tgt_in)
     state = model.encode(src, src_lens)
     for t in range(tgt_in.shape[1]):
-        logits, state, _ = model.decode_step(tgt_in[:, t], state)
+        logits, state, _ = model.decoder.decode_step(tgt_in[:, t], state)
         assert torch.allclose(logits, full[:, t], atol=1e-5)
 
 
@@ -72,7 +73,7 @@ def test_greedy_matches_argmax_decoding_and_respects_caps(options):
         state = model.encode(src[row: row + 1, : src_lens[row]], src_lens[row: row + 1])
         prev, expected = torch.tensor([VOCAB.bos_id]), []
         for _ in range(len(outputs[row])):
-            logits, state, _ = model.decode_step(prev, state)
+            logits, state, _ = model.decoder.decode_step(prev, state)
             prev = logits.argmax(-1)
             expected.append(prev.item())
         assert outputs[row] == expected
@@ -95,7 +96,7 @@ def test_fast_loss_equals_plain_step_by_step_loss(options):
     fast = batch_loss(model, batch, VOCAB.pad_id)
     state, plain = model.encode(src, src_lens), torch.tensor(0.0)
     for t in range(tgt_in.shape[1]):
-        logits, state, _ = model.decode_step(tgt_in[:, t], state)
+        logits, state, _ = model.decoder.decode_step(tgt_in[:, t], state)
         plain = plain + F.cross_entropy(logits, tgt_out[:, t], ignore_index=VOCAB.pad_id, reduction="sum")
     assert torch.allclose(fast, plain, rtol=1e-5)
     support = hardware.bf16_support(torch.device("cpu"))
@@ -240,7 +241,7 @@ def test_parallel_decoder_trains_in_one_call_a_layer_as_it_decodes_step_by_step(
         state = model.encode(src, src_lens)
         with torch.no_grad():
             for t in range(tgt_in.shape[1]):
-                logits, state, _ = model.decode_step(tgt_in[:, t], state)
+                logits, state, _ = model.decoder.decode_step(tgt_in[:, t], state)
                 real = tgt_in[:, t] != VOCAB.pad_id
                 assert torch.allclose(logits.log_softmax(-1)[real], full[:, t][real], atol=1e-5)
     model.decoder.use_cells = None

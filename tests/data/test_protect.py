@@ -15,7 +15,7 @@ from nmt.data.tokenizer import SubwordTokenizer
 from nmt.data.vocab import SPECIALS, Vocab
 from nmt.errors import ConfigError
 from nmt.evaluation.report import numbers_copied, numbers_invented
-from nmt.inference.decoding.constraints import sentence_rules
+from nmt.inference.text.terms import sentence_rules
 from nmt.inference.decoding.search import Sources, Specials
 from helpers.searches import beam_search, greedy
 from nmt.model import build_model

@@ -5,7 +5,8 @@ import torch
 
 from nmt.data.protected_numbers import PLACEHOLDERS, SpanRule
 from nmt.data.vocab import SPECIALS, Vocab
-from nmt.inference.decoding.constraints import Rules, sentence_rules
+from nmt.inference.decoding.constraints import Rules
+from nmt.inference.text.terms import sentence_rules
 from nmt.inference.decoding.search import Specials
 from nmt.model import build_model
 from conftest import seed_model

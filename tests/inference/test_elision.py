@@ -8,7 +8,7 @@ import torch
 
 import nmt
 from nmt.data.vocab import SPECIALS, Vocab
-from nmt.inference.decoding.constraints import sentence_rules
+from nmt.inference.text.terms import sentence_rules
 from nmt.inference.text.elision import elided, rewritten
 from nmt.inference.decoding.search import Sources, Specials, forced, hypothesis
 from nmt.model import build_model

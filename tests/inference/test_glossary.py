@@ -14,7 +14,8 @@ import nmt
 from nmt.cli import app
 from nmt.data.vocab import SPECIALS, Vocab
 from nmt.errors import NmtError
-from nmt.inference.decoding.constraints import Pieces, Progress, sentence_rules
+from nmt.inference.text.terms import Pieces, sentence_rules
+from nmt.inference.text.terms import TermProgress as Progress
 from nmt.inference.ensemble import Ensemble
 from nmt.inference.text.glossary import Glossary, closes, elided_form, elides_before, holds, pieces_of
 from nmt.inference.decoding.sampling import Sampling, samples

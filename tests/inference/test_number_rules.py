@@ -23,7 +23,6 @@ from helpers.number_models import (
 )
 
 from nmt.data.protected_numbers import PLACEHOLDERS, SpanRule
-from nmt.inference.decoding.constraints import Progress
 from nmt.inference.decoding.search import Sources
 from helpers.searches import beam_search, greedy
 
@@ -103,7 +102,7 @@ def test_a_prefix_with_digits_is_honoured(search):
 def test_the_rules_tell_what_they_force_and_refuse():
     rules = rules_of(strict([2]))[0]
     n1, n2, n3 = (VOCAB.stoi[p] for p in PLACEHOLDERS[:3])
-    fresh = Progress()
+    fresh = rules.start()
     step = rules.step(fresh, written=0, room=8, eos_id=EOS)
     assert step.forced is None and {VOCAB.stoi["7"], n3, EOS} <= step.refused and step.owed == {n1, n2}
     after_n1 = rules.advance(fresh, n1)

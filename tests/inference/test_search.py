@@ -132,7 +132,9 @@ def test_the_constrained_beam_is_the_policy_that_gives_each_bank_a_place():
     """Dynamic beam allocation lives in its policy: ConstrainedBeam takes a sentence's places bank by
     bank (the most term pieces written first within each round), Beam keeps them best first; and
     search is given the one it needs by `beam_for`."""
-    from nmt.inference.decoding.constraints import NO_RULES, Progress, Rules
+    from nmt.inference.decoding.constraints import NO_RULES
+    from nmt.inference.text.terms import TermProgress as Progress
+    from nmt.inference.text.terms import TermRules as Rules
     from nmt.inference.decoding.policies import Beam, Live
     from nmt.inference.text.steering import ConstrainedBeam, beam_for
 

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 
 import torch
 
-from nmt.inference.decoding.constraints import NO_RULES, Progress, Rules, Step, allowed
+from nmt.inference.decoding.constraints import NO_RULES, Rules, Step, allowed
 from nmt.inference.decoding.policies import NO_HOOKS, Candidate, Hooks, Live, Policy, Steer, Turn
 from nmt.model import Seq2Seq
 
@@ -88,7 +88,7 @@ def search(model: Seq2Seq, sources: Sources, specials: Specials, policy: Policy,
     running = torch.full((batch, k), float("-inf"), device=device)
     running[:, 0] = 0.0  # at first every beam holds the same <bos>: expand only one of them
     prev = torch.full((batch * k,), specials.bos, dtype=torch.long, device=device)
-    live = [[Live([], [], Progress()) for _ in range(k)] for _ in range(batch)]
+    live = [[Live([], [], rules[sent].start()) for _ in range(k)] for sent in range(batch)]
     finished: list[list[Hypothesis]] = [[] for _ in range(batch)]
     alive = list(range(batch))  # the sentence of each group of k rows
     steering = steer(rules, sources.lens.tolist(), sources.ids.shape[1], k, live, device) if steer else NO_HOOKS

@@ -61,7 +61,7 @@ def elided(model, sources: Sources, specials: Specials, found: list[list[Hypothe
         return found
     todo: list[tuple[int, int, list[int]]] = []
     for row, (hyps, rules) in enumerate(zip(found, sources.rules)):
-        spelled = [vocab.decode(term) for term in rules.terms[:rules.words]]
+        spelled = [vocab.decode(term) for term in rules.terms[:rules.words]] if rules.terms else []
         for place, hyp in enumerate(hyps):
             pieces = rewritten(vocab.decode(hyp.tokens), spelled, tokenizer.target_tokens) if spelled else None
             if pieces is not None and vocab.unk_id not in (ids := vocab.encode(pieces)):

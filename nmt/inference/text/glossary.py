@@ -23,7 +23,7 @@ from nmt.data.marks import END
 from nmt.data.tokenizer import WORD_START, Tokenizer, continues_word, special_piece, spells
 from nmt.data.vocab import Vocab
 from nmt.errors import NmtError
-from nmt.inference.decoding.constraints import Pieces
+from nmt.inference.text.terms import Pieces
 
 logger = logging.getLogger(__name__)
 

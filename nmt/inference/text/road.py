@@ -24,7 +24,7 @@ from nmt.config import DecodeConfig
 from nmt.data.tokenizer import Tokenizer, legacy_form
 from nmt.data.vocab import EOS, Vocab
 from nmt.errors import NmtError
-from nmt.inference.decoding.constraints import Pieces, Rules, sentence_rules
+from nmt.inference.decoding.constraints import Rules
 from nmt.inference.decoding.sampling import Sampling, samples
 from nmt.inference.decoding.search import Hypothesis, Sources, Specials, hypothesis, search
 from nmt.inference.text import case, markup, sentences, spans
@@ -36,6 +36,7 @@ from nmt.inference.text.records import (SENTENCE, Attention, Options, ReadText, 
                                         best_of)
 from nmt.inference.text.sentences import sentence_words
 from nmt.inference.text.steering import beam_for, steering_for
+from nmt.inference.text.terms import Pieces, sentence_rules
 from nmt.inference.text.words import FrequentWords
 
 logger = logging.getLogger(__name__)

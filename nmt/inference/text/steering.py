@@ -25,7 +25,9 @@ from dataclasses import dataclass
 
 import torch
 
-from nmt.inference.decoding.constraints import Progress, Rules, Step
+from nmt.inference.decoding.constraints import Step
+from nmt.inference.text.terms import TermProgress as Progress
+from nmt.inference.text.terms import TermRules as Rules
 from nmt.inference.decoding.policies import Beam, Candidate, Hooks, Live, Steer, Turn, advanced
 from nmt.inference.decoding.search import Hypothesis, Sources, Specials, search
 from nmt.model.attention import sequence_mask
@@ -66,7 +68,7 @@ class Steering(Hooks):
     def __init__(self, rules: list[Rules], lens: list[int], src_len: int, k: int, live: list[list[Live]],
                  device: torch.device):
         self.rules, self.lens, self.src_len, self.k, self.live, self.device = rules, lens, src_len, k, live, device
-        self.covering = any(r.sources for r in rules)  # glossary terms with known source words
+        self.covering = any(r.terms and r.sources for r in rules)  # glossary terms with known source words
         self.masked = False  # a row's mask leaves source words out
         self.owed: torch.Tensor | None = None  # (rows, c): the step's candidates that rows owe
         self.reads: dict[int, frozenset[int]] = {}
@@ -77,7 +79,8 @@ class Steering(Hooks):
         (`alive`: the sentence of each group of k rows)."""
         if not self.covering:
             return state
-        covered = [self.rules[sent].covered(h.progress) for sent in alive for h in self.live[sent]]
+        covered = [self.rules[sent].covered(h.progress) if self.rules[sent].terms else frozenset()
+                   for sent in alive for h in self.live[sent]]
         if self.masked or any(covered):
             row_lens = [self.lens[sent] for sent in alive for _ in self.live[sent]]
             state, self.masked = _uncovered(state, covered, row_lens, self.src_len, self.device), any(covered)

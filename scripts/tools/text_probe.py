@@ -87,7 +87,7 @@ def command(run: str, folder: Path) -> dict:
         result = runner.invoke(app, [*args, "-c", run, "--device", "cpu"])
         timed = ("sentences/s)", "sent/s)")  # (the speed and the folder differ between runs)
         shown = [line.replace(str(folder), "PROBE") for line in result.output.splitlines()
-                 if not line.endswith(timed) and "sent/s);" not in line]
+                 if not line.endswith(timed) and "sent/s);" not in line and ", ETA " not in line]  # (a slow run's meter)
         return "\n".join([f"exit {result.exit_code}", *shown])
 
     return {"markup": run_nmt("translate", "--markup", *MARKED),

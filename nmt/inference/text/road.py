@@ -80,13 +80,14 @@ class Road:
         with a prefix to complete: whole), with its line, prefix and glossary (a file read once, not
         once a text)."""
         given = options.glossary
-        glossary = [Glossary.of(g) for g in given] if isinstance(given, list) else Glossary.of(given)
+        glossary = [Glossary.of(g) for g in given] if isinstance(given, list) else \
+            Glossary.of(given) if given is not None else None
         prefixes = one_per_text(options.prefix, len(texts))
         glossaries = one_per_text(glossary, len(texts), "glossaries")
         tagged = one_per_text(options.markup, len(texts), "markup flags")
         out = []
         for i, (line, text) in enumerate(enumerate(texts, options.first_line)):
-            marked = markup.read(text, tagged[i], f"line {line}")
+            marked = markup.read(text, tagged[i], f"line {line}") if tagged[i] is not False else None
             style, text = case.read(marked.text if marked else text, self.cased)
             segmented = sentences.read(text, self.segmenter, self.tokenizer, self.cfg.max_input_len) \
                 if prefixes[i] is None else sentences.whole(text)
@@ -114,7 +115,8 @@ class Road:
         prefixes = prefixes or [None] * len(texts)
         glossaries = glossaries or [None] * len(texts)
         prefix_tokens = iter(self.tokenizer.target_tokens([p for p in prefixes if p is not None]))
-        terms = glossary_terms(self.tokenizer, self.tgt_vocab, glossaries, texts, lines)
+        terms = glossary_terms(self.tokenizer, self.tgt_vocab, glossaries, texts, lines) if any(glossaries) \
+            else [[] for _ in texts]
         span_rule = spans.rule(self.tokenizer, numbers, self.cfg.strict_numbers)
         out = []
         for i, (line, tokens) in enumerate(zip(lines, self.tokenizer.source_tokens(sources))):
@@ -124,7 +126,8 @@ class Road:
                                 self.tokenizer.kind == "subword") if ids and terms[i] else []
             prefix_ids = self.tgt_vocab.encode(next(prefix_tokens)) if prefixes[i] is not None else ()
             rules = sentence_rules(span_rule, i, prefix_ids, [term.ids for term in terms[i]], self.pieces,
-                                   closes(texts[i]), [range(p[0], p[1] + 1) if p else () for p in places],
+                                   closes(texts[i]) if terms[i] else 0,
+                                   [range(p[0], p[1] + 1) if p else () for p in places],
                                    [term.elided for term in terms[i]], self.cfg.glossary_length_penalty)
             out.append(Sentence(line, ids, numbers[i], rules, output_cap(len(ids), rules, self.cfg, line), texts[i],
                                 styles[i] if styles else SENTENCE))
@@ -139,6 +142,8 @@ class Road:
             found = samples(model, sources, specials, n, sample, penalty, steer)
         else:
             found = search(model, sources, specials, beam_for(beam, sources.rules), penalty, n, steer)
+        if steer is None:  # (no sentence owes a term: nothing to elide)
+            return found
         return elided(model, sources, specials, found, self.tgt_vocab, self.tokenizer, penalty)
 
     def write(self, read: Sequence[ReadText], records: Sequence[Sentence], found: list[list[Hypothesis]],
@@ -147,9 +152,11 @@ class Road:
         decoding, which places the kept spans by the alignment)."""
         placed = spans.write(records, found, forced, self.tokenizer, self.src_vocab, self.tgt_vocab, self.frequent,
                              self.cfg.length_penalty)
-        out = sentences.write(read, [[_filtered(self.translation(self.tgt_vocab.decode(h.tokens), h, sentence),
-                                                sentence.text) for h in hyps]
-                                     for hyps, sentence in zip(placed, records)])
+        found_text = [[self.translation(self.tgt_vocab.decode(h.tokens), h, sentence) for h in hyps]
+                      for hyps, sentence in zip(placed, records)]
+        if FILTERS:
+            found_text = [[_filtered(t, sentence.text) for t in hyps] for hyps, sentence in zip(found_text, records)]
+        out = sentences.write(read, found_text)
         marked = [i for i, text in enumerate(read) if text.markup is not None]
         if marked:  # the tags back around the words the best translation's alignment gives theirs
             texted = [i for i in marked if out[i]]
@@ -164,7 +171,9 @@ class Road:
         """A search's output `tokens` for `sentence` as text (in its source's case style, its protected
         spans put back as written), with its scores by token and by word."""
         tokenizer, numbers = self.tokenizer, sentence.numbers
-        text = case.write(tokenizer.target_text(tokens), sentence.style)  # (before the spans: a link keeps its case)
+        text = tokenizer.target_text(tokens)
+        if sentence.style != SENTENCE:  # (before the spans: a link keeps its case)
+            text = case.write(text, sentence.style)
         if numbers:  # data.protect: the numbers back, in the target's conventions
             text = tokenizer.protector.restore(text, numbers)  # type: ignore[union-attr]
         # (a word model's own tokens where its text was not restyled; else the text tokenized)
@@ -192,7 +201,8 @@ class Road:
         results = [Translation("", "", math.nan, []) for _ in texts]
         for i, (scores, _) in forced(src_ids, out_ids).items():
             hyp = hypothesis(out_ids[i], sum(scores), self.cfg.length_penalty, scores)
-            results[i] = self.translation(vocab.decode(out_ids[i]), hyp, Sentence(0, src_ids[i], numbers[i], Rules(), 0))
+            given = Sentence(0, src_ids[i], numbers[i], Rules(), 0)
+            results[i] = self.translation(vocab.decode(out_ids[i]), hyp, given)
         return results
 
     def attentions(self, texts: Sequence[str], translations: Sequence[Translation], forced: spans.Forced
@@ -223,8 +233,6 @@ def _tagged(markup: Markup, hyps: list[Translation], pairs: Sequence[tuple[int, 
 
 def _filtered(translation: Translation, source: str) -> Translation:
     """A sentence's translation as the `FILTERS` write it, last first."""
-    if not FILTERS:
-        return translation
     text = translation.text
     for stage in reversed(FILTERS):
         text = stage.write(text, source)

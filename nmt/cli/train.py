@@ -65,7 +65,7 @@ def run_job(started, quiet: bool) -> None:
     try:
         with _training_log(started.out_dir, quiet, started.world.is_main):
             run_training(started.cfg, started.out_dir, started.data_path, quiet, resume=started.resume,
-                         world=started.world, parent=started.parent)
+                         parent=started.parent)
         finished = True
     except TrainingInterrupted as e:
         if started.world.is_main:

@@ -45,6 +45,12 @@ class World:
 
 
 SINGLE = World()
+_THIS = [SINGLE]  # this process's place, which `init` sets once: a process has one world, as torch.distributed has
+
+
+def world() -> World:
+    """This process's place in its torchrun world (`init`); a world of one without torchrun."""
+    return _THIS[0]
 
 
 def init(device_name: str) -> World:
@@ -54,16 +60,17 @@ def init(device_name: str) -> World:
     cuda = hardware.resolve_device(device_name).type == "cuda"
     if "WORLD_SIZE" not in os.environ:
         return SINGLE
-    world = World(int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"]), int(os.environ.get("LOCAL_RANK", "0")),
-                  launched=True)
+    joined = World(int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"]), int(os.environ.get("LOCAL_RANK", "0")),
+                   launched=True)
     if cuda:
-        if torch.cuda.device_count() <= world.local_rank:
-            raise NmtError(f"local rank {world.local_rank} has no GPU ({torch.cuda.device_count()} visible); "
+        if torch.cuda.device_count() <= joined.local_rank:
+            raise NmtError(f"local rank {joined.local_rank} has no GPU ({torch.cuda.device_count()} visible); "
                            f"start at most one process per GPU (--nproc_per_node)")
-        torch.cuda.set_device(world.local_rank)
+        torch.cuda.set_device(joined.local_rank)
     if not dist.is_initialized():
         dist.init_process_group("nccl" if cuda else "gloo", timeout=timedelta(minutes=30))
-    return world
+    _THIS[0] = joined
+    return joined
 
 
 def shutdown(clean: bool = True) -> None:
@@ -79,44 +86,44 @@ def shutdown(clean: bool = True) -> None:
         dist.destroy_process_group()
 
 
-def epoch_shard(lengths: PairLengths, batch_size: int, rng: np.random.Generator | None, world: World,
-                batch_tokens: int = 0, rows: np.ndarray | None = None) -> EpochBatches:
+def epoch_shard(lengths: PairLengths, batch_size: int, rng: np.random.Generator | None, batch_tokens: int = 0,
+                rows: np.ndarray | None = None) -> EpochBatches:
     """This rank's batches for one epoch (with `rng` None: in a fixed order). All ranks draw the
     same global batches of batch_size x world examples, or of batch_tokens x world padded target
     tokens (the same rng state), and rank r takes every world-th example of each: see
     `EpochBatches`."""
-    return EpochBatches(lengths, batch_size, rng, batch_tokens, world.rank, world.size, rows)
+    return EpochBatches(lengths, batch_size, rng, batch_tokens, world().rank, world().size, rows)
 
 
-def all_sum(values: list[float], world: World, device: torch.device) -> list[float]:
+def all_sum(values: list[float], device: torch.device) -> list[float]:
     """Element-wise sum over ranks (the identity for a world of one)."""
-    if not world.distributed:
+    if not world().distributed:
         return values
     tensor = torch.tensor(values, dtype=torch.float64, device=device)
     dist.all_reduce(tensor)
     return tensor.tolist()
 
 
-def from_main(obj: Any, world: World) -> Any:
+def from_main(obj: Any) -> Any:
     """Rank 0's `obj` on every rank (validation results, the run directory)."""
-    if not world.distributed:
+    if not world().distributed:
         return obj
     box = [obj]
     dist.broadcast_object_list(box, src=0)
     return box[0]
 
 
-def barrier(world: World) -> None:
+def barrier() -> None:
     """Wait until every rank is here (nothing to wait for in a world of one)."""
-    if world.distributed:
+    if world().distributed:
         dist.barrier()
 
 
-def gather(obj: Any, world: World) -> list[Any]:
+def gather(obj: Any) -> list[Any]:
     """Every rank's `obj`, in rank order, on every rank."""
-    if not world.distributed:
+    if not world().distributed:
         return [obj]
-    out: list[Any] = [None] * world.size
+    out: list[Any] = [None] * world().size
     dist.all_gather_object(out, obj)
     return out
 

@@ -128,5 +128,5 @@ def start_job(target: Path | None, resume: bool, overrides: list[str], out: Path
         kind = "student" if parent and not parent.weights else "finetuned"
         name = target or (Path(f"{parent.path.parent.name}-{kind}") if parent else DEFAULT_CONFIG)
         made = prepare_run_dir(out, name) if world.is_main else None
-        run_dir = distributed.from_main(made, world)  # the others learn rank 0's directory
+        run_dir = distributed.from_main(made)  # the others learn rank 0's directory
     return Job(cfg, run_dir, state, world, data_path, parent)

@@ -41,12 +41,12 @@ logger = logging.getLogger(__name__)
 # The loop ------------------------------------------------------------------------------------
 
 def train(cfg: Config, out_dir: Path, data_path: str | None = None, quiet: bool = False,
-          resume: dict | None = None, world: distributed.World = distributed.SINGLE, parent: Parent | None = None
-          ) -> dict:
+          resume: dict | None = None, parent: Parent | None = None) -> dict:
     """Train `cfg` into `out_dir` (or continue the checkpoint `resume`, or start from `parent`'s
     weights) until the epochs, the budget, early stopping or a signal end it; returns the best
-    validation record. Under torchrun, pass this process's `world` (`distributed.init`)."""
-    run = setup(cfg, out_dir, data_path, resume, world, quiet, parent)
+    validation record. Under torchrun, in this process's place (`distributed.init`)."""
+    run = setup(cfg, out_dir, data_path, resume, quiet, parent)
+    world = run.world
     cfg, progress, train_cfg = run.cfg, run.progress, run.cfg.train
     if spent := run.budget.exhausted(progress.step):
         logger.warning("nothing to train: %s; raise it (--set train.max_steps=N or --max-minutes M) "
@@ -60,7 +60,7 @@ def train(cfg: Config, out_dir: Path, data_path: str | None = None, quiet: bool 
     with StopSignals() as signals:
         while progress.epoch <= train_cfg.epochs:
             # Epoch 1's batches were drawn in setup to count the steps; a resumed run skips ahead in either.
-            batches = run.first_epoch if progress.epoch == 1 else epoch_batches(run.data, cfg, progress.epoch, world)
+            batches = run.first_epoch if progress.epoch == 1 else epoch_batches(run.data, cfg, progress.epoch)
             run.first_epoch = None  # held no longer than its epoch
             epoch_start, first_step = time.monotonic(), progress.step
             with tqdm(total=len(batches), initial=progress.batch_in_epoch, desc=f"epoch {progress.epoch}/"
@@ -109,7 +109,7 @@ def train_batches(run: Run, group: list[np.ndarray], total_steps: int) -> tuple[
     used = run.budget.progress(progress.step, total_steps, run.clock if run.world.distributed else None)
     for param_group in run.optimizer.param_groups:
         param_group["lr"] = run.schedule.lr(progress.step, used)
-    loss, tokens = train_step(run.trained, batches, run.optimizer, run.cfg, vocab.pad_id, run.world)
+    loss, tokens = train_step(run.trained, batches, run.optimizer, run.cfg, vocab.pad_id)
     progress.advance(loss, tokens, len(group))
     return loss, tokens
 
@@ -125,8 +125,7 @@ def agree_to_stop(run: Run, signals: StopSignals) -> tuple[str | None, int | Non
     if not run.world.distributed:
         return stop_reason, signals.received
     signalled, out_of_budget, clocks = distributed.all_sum(
-        [float(signals.received is not None), float(stop_reason is not None), run.budget.elapsed()],
-        run.world, run.device)
+        [float(signals.received is not None), float(stop_reason is not None), run.budget.elapsed()], run.device)
     run.clock = clocks / run.world.size
     if signalled:
         signals.from_peer(signal.SIGTERM)
@@ -151,7 +150,7 @@ def validate_and_save(run: Run, reason: str, epoch: int | None = None) -> None:
     if run.world.is_main:
         result = validate(run.translator, run.data.valid, run.data.references,
                           Options(beam=run.cfg.train.val_beam_size))
-    result = distributed.from_main(result, run.world)
+    result = distributed.from_main(result)
     record = {"step": progress.step, "epoch": progress.epoch if epoch is None else epoch,
               "train_loss": round(progress.take_train_loss(), 4), "val_loss": round(result.loss, 4),
               "val_ppl": round(math.exp(min(result.loss, 50)), 2), "val_bleu": round(result.legacy.bleu, 2),
@@ -188,7 +187,7 @@ def save(run: Run) -> Path | None:
     that checks the losses before anything is written, so no checkpoint holds a diverged model."""
     run.progress.check_losses(run.device, run.out_dir)
     progress = {**run.progress.state_dict(), "elapsed_s": run.budget.elapsed()}
-    progress["rng"].update(torch=torch.get_rng_state(), torch_ranks=distributed.gather(torch.get_rng_state(), run.world))
+    progress["rng"].update(torch=torch.get_rng_state(), torch_ranks=distributed.gather(torch.get_rng_state()))
     if not run.world.is_main:
         return None
     data = run.data

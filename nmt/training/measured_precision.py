@@ -82,13 +82,13 @@ def measured_precision(cfg: Config, data: TrainingData, batches: Sequence[np.nda
 
 
 def settle_precision(cfg: Config, requested: str, device: torch.device, data: TrainingData,
-                     batches: Sequence[np.ndarray], world: distributed.World) -> tuple[Config, str]:
+                     batches: Sequence[np.ndarray]) -> tuple[Config, str]:
     """The run's config with its precision final, and the log's words for it. Only `auto` on a
     CPU where bf16 is native is measured (rank 0 measures, every rank takes its answer)."""
     if requested != "auto" or device.type != "cpu" or cfg.train.precision != "bf16":
         return cfg, hardware.describe_precision(requested, device)
-    chosen, how = distributed.from_main(measured_precision(cfg, data, batches, device) if world.is_main else None,
-                                        world)
+    main = distributed.world().is_main
+    chosen, how = distributed.from_main(measured_precision(cfg, data, batches, device) if main else None)
     cfg = dataclasses.replace(cfg, train=dataclasses.replace(cfg.train, precision=chosen))
     return cfg, f"precision {chosen} ({how}; {hardware.bf16_support(device).reason})"
 

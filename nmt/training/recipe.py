@@ -100,8 +100,7 @@ def max_len_for(lengths: np.ndarray, corpus: Path) -> int:
     return int(min(MAX_LEN_CAP, np.ceil(np.quantile(lengths, 1 - MAX_DROPPED, method="higher"))))
 
 
-def fit_to_corpus(cfg: Config, data_path: str | None, world: distributed.World = distributed.SINGLE,
-                  quiet: bool = False) -> Config:
+def fit_to_corpus(cfg: Config, data_path: str | None, quiet: bool = False) -> Config:
     """`cfg` with its `auto` keys decided for the corpus (unchanged where it has none)."""
     auto = cfg.auto_keys()
     if not auto:
@@ -119,7 +118,7 @@ def fit_to_corpus(cfg: Config, data_path: str | None, world: distributed.World =
     if {"train.guided_alignment", "model.alignment_head"} & set(auto) and not aligner:
         why += "; no guided alignment or alignment head: eflomal is not installed (pip install -e '.[align]')"
     if "data.max_len" in auto:
-        max_len, kept = length_limit(prepared_once(corpus, cfg.data, None, world, quiet), cfg.data, corpus)
+        max_len, kept = length_limit(prepared_once(corpus, cfg.data, None, quiet), cfg.data, corpus)
         cfg = settled(cfg, {"data.max_len": max_len})
         why += f"; data.max_len keeps {kept:.1%} of training pairs"
     logger.info("recipe for %s: %s (%s)", corpus.name, ", ".join(f"{k}={cfg.value(k)}" for k in auto), why)

@@ -52,8 +52,7 @@ class TrainingData:
         return collate(examples, self.tgt_vocab.pad_id, self.tgt_vocab.bos_id)
 
 
-def load_data(cfg: Config, data_path: str | None, out_dir: Path, resume: dict | None,
-              world: distributed.World, quiet: bool = False,
+def load_data(cfg: Config, data_path: str | None, out_dir: Path, resume: dict | None, quiet: bool = False,
               inherited: tuple[Tokenizer, Vocab, Vocab] | None = None) -> TrainingData:
     """The prepared corpus (prepared now if missing or stale: one process a machine prepares, the
     others wait for it), the vocabularies (learned, the checkpoint's when resuming, read from its
@@ -64,7 +63,7 @@ def load_data(cfg: Config, data_path: str | None, out_dir: Path, resume: dict | 
     if resume is not None:
         src_vocab, tgt_vocab = Vocab(resume["src_vocab"]), Vocab(resume["tgt_vocab"])
         fixed = (load_tokenizer(cfg.data, out_dir, src_vocab, tgt_vocab), src_vocab, tgt_vocab)
-    folder = prepared_once(corpus, cfg.data, fixed, world, quiet)
+    folder = prepared_once(corpus, cfg.data, fixed, quiet)
     prepared = PreparedCorpus(folder, cfg.data)
     tokenizer, src_vocab, tgt_vocab = fixed or prepared.vocabularies()
     counts = prepared.counts
@@ -79,7 +78,7 @@ def load_data(cfg: Config, data_path: str | None, out_dir: Path, resume: dict | 
     logger.info("vocab (%s): %d source, %d target types | %s training pairs within data.max_len=%d",
                 cfg.data.tokenizer, len(src_vocab), len(tgt_vocab), f"{train.fitting():,}", cfg.data.max_len)
     if cfg.data.corpora or cfg.data.weight != 1:
-        train = corpus_mix(cfg.data, corpus, train, (tokenizer, src_vocab, tgt_vocab), world, quiet)
+        train = corpus_mix(cfg.data, corpus, train, (tokenizer, src_vocab, tgt_vocab), quiet)
     if cfg.data.valid:
         logger.info("validating on data.valid %s: %s pairs (overlap with training: %s pair(s)%s)", cfg.data.valid,
                     f"{counts['valid']:,}", f"{counts.get('overlap', 0):,}",
@@ -125,16 +124,16 @@ def write_run_files(data: TrainingData, cfg: Config, out_dir: Path) -> None:
 
 
 def prepared_once(corpus: Path, cfg: DataConfig, fixed: tuple[Tokenizer, Vocab, Vocab] | None,
-                  world: distributed.World, quiet: bool) -> Path:
+                  quiet: bool) -> Path:
     """`ensure_prepared` once a machine: local rank 0 prepares (or checks) while the others wait;
     then they find it done, under its lock."""
-    folder = ensure_prepared(corpus, cfg, fixed, quiet=quiet) if world.local_rank == 0 else None
-    distributed.barrier(world)
+    folder = ensure_prepared(corpus, cfg, fixed, quiet=quiet) if distributed.world().local_rank == 0 else None
+    distributed.barrier()
     return folder or ensure_prepared(corpus, cfg, fixed, quiet=True)
 
 
 def corpus_mix(cfg: DataConfig, corpus: Path, main: TrainingSet, vocabularies: tuple[Tokenizer, Vocab, Vocab],
-               world: distributed.World, quiet: bool) -> CorpusMix:
+               quiet: bool) -> CorpusMix:
     """The main corpus's training pairs and those of data.corpora, each prepared once in the main
     corpus's vocabularies (only their training split trains: the md5 rule keeps any copy of a
     held-out sentence out), drawn by weight."""
@@ -144,7 +143,7 @@ def corpus_mix(cfg: DataConfig, corpus: Path, main: TrainingSet, vocabularies: t
         extra = dataclasses.replace(cfg, path=spec.path, num_pairs=None, valid=None, test=None, corpora=[], weight=1.0)
         path = Path(spec.path).expanduser()
         require_corpus(path, extra, "data.corpora: corpus")
-        prepared = PreparedCorpus(prepared_once(path, extra, vocabularies, world, quiet), extra)
+        prepared = PreparedCorpus(prepared_once(path, extra, vocabularies, quiet), extra)
         pairs = TrainingSet.from_stores(prepared.ids("train", "src"), prepared.ids("train", "tgt"), cfg.max_len,
                                         src_vocab.eos_id)
         if not pairs.fitting():
@@ -162,10 +161,10 @@ def corpus_mix(cfg: DataConfig, corpus: Path, main: TrainingSet, vocabularies: t
     return mix
 
 
-def epoch_batches(data: TrainingData, cfg: Config, epoch: int, world: distributed.World) -> EpochBatches:
+def epoch_batches(data: TrainingData, cfg: Config, epoch: int) -> EpochBatches:
     """This rank's batches of `epoch`: drawn from (train.seed, epoch) alone, so a resumed run and
     every process of a torchrun job rebuild the same without keeping a random state."""
     rng = np.random.default_rng([cfg.train.seed, epoch])
     rows = data.train.epoch_rows(rng) if isinstance(data.train, CorpusMix) else None  # several corpora, weighted
-    return distributed.epoch_shard(data.train.lengths, cfg.train.batch_size, rng, world, cfg.train.batch_tokens,
+    return distributed.epoch_shard(data.train.lengths, cfg.train.batch_size, rng, cfg.train.batch_tokens,
                                    rows)  # positions among `rows` back to rows of the mix

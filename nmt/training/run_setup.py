@@ -32,21 +32,21 @@ from nmt.training.student_size import parameters
 logger = logging.getLogger(__name__)
 
 
-def resolve_runtime(cfg: Config, world: distributed.World = distributed.SINGLE) -> tuple[torch.device, Config]:
+def resolve_runtime(cfg: Config) -> tuple[torch.device, Config]:
     """This process's device and the config with its precision decided ('auto' becomes bf16 where it
     is native, fp32 elsewhere; an explicit bf16 where it is not native is an error, here)."""
-    device = hardware.resolve_device(cfg.train.device, world.local_rank)
+    device = hardware.resolve_device(cfg.train.device, distributed.world().local_rank)
     precision = hardware.resolve_precision(cfg.train.precision, device)
     return device, dataclasses.replace(cfg, train=dataclasses.replace(cfg.train, precision=precision))
 
 
-def build_training_model(cfg: Config, data: TrainingData, device: torch.device, world: distributed.World
+def build_training_model(cfg: Config, data: TrainingData, device: torch.device
                          ) -> tuple[Seq2Seq, torch.nn.Module, torch.optim.Optimizer]:
     """The model, the module that trains (under torchrun DDP, which all-reduces gradients during
     backward; validation, decoding and checkpoints use the plain model), and Adam."""
     model = build_model(cfg.model, data.src_vocab, data.tgt_vocab).to(device)
     trained: torch.nn.Module = model
-    if world.distributed:
+    if distributed.world().distributed:
         # (the alignment head has no gradient from a batch without the aligner's links)
         trained = torch.nn.parallel.DistributedDataParallel(
             model, device_ids=[device.index] if device.type == "cuda" else None,
@@ -83,25 +83,26 @@ class Run:
 
 
 def setup(cfg: Config, out_dir: Path, data_path: str | None = None, resume: dict | None = None,
-          world: distributed.World = distributed.SINGLE, quiet: bool = False, parent: Parent | None = None) -> Run:
+          quiet: bool = False, parent: Parent | None = None) -> Run:
     """Everything the loop needs, in order: seeds, runtime, data, model and optimizer, and with
     `resume` the checkpoint's weights, optimizer, position and RNG states; with `parent` its
     weights (averaged, where it kept an average) and vocabularies, and nothing else."""
     seed_everything(cfg.train.seed)
+    world = distributed.world()
     board = Board(out_dir if cfg.train.tensorboard and world.is_main else None,
                   resume["progress"]["step"] if resume else 0)  # before the data: a missing package fails at once
     hardware.configure(cfg.train.threads)
     requested = cfg.train.precision
-    device, cfg = resolve_runtime(cfg, world)
-    cfg = fit_to_corpus(cfg, data_path, world, quiet)
-    data = load_data(cfg, data_path, out_dir, resume, world, quiet, parent.vocabularies() if parent else None)
+    device, cfg = resolve_runtime(cfg)
+    cfg = fit_to_corpus(cfg, data_path, quiet)
+    data = load_data(cfg, data_path, out_dir, resume, quiet, parent.vocabularies() if parent else None)
     if resume is None and world.is_main:
         write_run_files(data, cfg, out_dir)
-    first_epoch = epoch_batches(data, cfg, 1, world)
-    cfg, precision = settle_precision(cfg, requested, device, data, first_epoch, world)
+    first_epoch = epoch_batches(data, cfg, 1)
+    cfg, precision = settle_precision(cfg, requested, device, data, first_epoch)
     cfg = require_decided(cfg)  # what the model and the loop read from here on
     logger.info("device %s, %s, %d threads", device, precision, torch.get_num_threads())
-    model, trained, optimizer = build_training_model(cfg, data, device, world)
+    model, trained, optimizer = build_training_model(cfg, data, device)
     size, unit = ((cfg.train.batch_tokens, "padded target tokens") if cfg.train.batch_tokens
                   else (cfg.train.batch_size, "sentences"))
     accumulated, steps = cfg.train.accum_steps, math.ceil(len(first_epoch) / cfg.train.accum_steps)
@@ -124,16 +125,17 @@ def setup(cfg: Config, out_dir: Path, data_path: str | None = None, resume: dict
         logger.info("initialised from %s (sha256 %s): its weights, tokenizer and vocabularies; optimizer, "
                     "schedule, progress and budget start fresh", parent.path, parent.sha256[:12])
     if resume is not None:
-        elapsed = restore(resume, model, optimizer, progress, world, out_dir)
+        elapsed = restore(resume, model, optimizer, progress, out_dir)
     translator = Translator(model, data.src_vocab, data.tgt_vocab, cfg.decode, device, data.tokenizer)
     return Run(cfg, out_dir, world, device, data, model, trained, optimizer, schedule, translator, progress,
                Budget(cfg.train.max_steps, cfg.train.max_minutes, elapsed), steps, first_epoch, board,
                clock=elapsed)
 
 
-def restore(state: dict, model: Seq2Seq, optimizer: torch.optim.Optimizer, progress: Progress,
-            world: distributed.World, out_dir: Path) -> float:
+def restore(state: dict, model: Seq2Seq, optimizer: torch.optim.Optimizer, progress: Progress, out_dir: Path
+            ) -> float:
     """Continue from a checkpoint: weights, optimizer, position, RNG states; returns the time spent."""
+    world = distributed.world()
     model.load_state_dict(state["model"])
     optimizer.load_state_dict(state["optimizer"])
     saved = state["progress"]

@@ -16,7 +16,7 @@ from nmt.training import distributed
 
 
 def train_step(model: torch.nn.Module, batches: Sequence[Batch], optimizer: torch.optim.Optimizer, cfg: Config,
-               pad_id: int, world: distributed.World = distributed.SINGLE) -> tuple[torch.Tensor | float, int]:
+               pad_id: int) -> tuple[torch.Tensor | float, int]:
     """One update over `batches`, the micro-batches of one step (train.accum_steps of them; fewer at an
     epoch's end); returns the mean loss per target token and the target tokens, over all ranks.
 
@@ -28,9 +28,9 @@ def train_step(model: torch.nn.Module, batches: Sequence[Batch], optimizer: torc
     on the last micro-batch only (`no_sync`, as fairseq's --update-freq). The loss stays a tensor on
     the device where it can (float64): reading it would make the host wait for the GPU every step.
     """
-    device = batches[0].src.device
+    device, world = batches[0].src.device, distributed.world()
     local_tokens = sum(batch.num_tokens for batch in batches)
-    total_tokens = int(distributed.all_sum([local_tokens], world, device)[0]) if world.distributed else local_tokens
+    total_tokens = int(distributed.all_sum([local_tokens], device)[0]) if world.distributed else local_tokens
     optimizer.zero_grad(set_to_none=True)
     loss_sum = torch.zeros((), dtype=torch.float64, device=device)
     for i, batch in enumerate(batches):
@@ -41,7 +41,7 @@ def train_step(model: torch.nn.Module, batches: Sequence[Batch], optimizer: torc
             (micro * (world.size / total_tokens)).backward()
         loss_sum += micro.detach().double()
     if world.distributed:
-        loss: torch.Tensor | float = distributed.all_sum([loss_sum.item()], world, device)[0] / total_tokens
+        loss: torch.Tensor | float = distributed.all_sum([loss_sum.item()], device)[0] / total_tokens
     else:
         loss = loss_sum / total_tokens
     if cfg.train.clip_grad > 0:

@@ -19,17 +19,17 @@ cfg = load_config(config)
 world = distributed.init(cfg.train.device)
 out_dir = out / f"rank{world.rank}"  # nothing is written by ranks > 0; each gets a directory anyway
 out_dir.mkdir(parents=True, exist_ok=True)
-run = setup(cfg, out_dir, corpus, world=world)
-shard = epoch_batches(run.data, run.cfg, 1, world)
+run = setup(cfg, out_dir, corpus)
+shard = epoch_batches(run.data, run.cfg, 1)
 max_diff, seen, signals = [], [], StopSignals()
 for indices in shard[:steps]:
     seen.extend(indices.tolist())
     train_batches(run, [indices], total_steps=cfg.train.epochs * len(shard))
     agree_to_stop(run, signals)  # where the ranks agree on stopping and on the clock
     flat = torch.cat([p.detach().flatten() for p in run.model.parameters()])
-    replicas = distributed.gather(flat, world)
+    replicas = distributed.gather(flat)
     max_diff.append(max((r - replicas[0]).abs().max().item() for r in replicas))
-all_seen = distributed.gather(seen, world)
+all_seen = distributed.gather(seen)
 if world.is_main:
     print(json.dumps({"world": world.size, "steps": run.progress.step, "max_diff": max_diff,
                       "shard_sizes": [len(s) for s in all_seen],

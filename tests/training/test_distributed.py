@@ -105,12 +105,13 @@ def ddp_dropout_run(root):
     return root / "ddp-dropout"
 
 
-def test_epoch_shards_are_disjoint_equal_and_cover_the_global_batches():
+def test_epoch_shards_are_disjoint_equal_and_cover_the_global_batches(monkeypatch):
     src_lens, tgt_lens = np.arange(203) % 9 + 2, np.arange(203) % 7 + 2
 
-    def shard(n, batch_size, world):
+    def shard(n, batch_size, world):  # as the process of that rank draws them
+        monkeypatch.setattr(distributed, "_THIS", [world])
         return [b.tolist() for b in distributed.epoch_shard(Lengths(src_lens[:n], tgt_lens[:n]), batch_size,
-                                                            np.random.default_rng(5), world)]
+                                                            np.random.default_rng(5))]
 
     single = shard(203, 20, distributed.SINGLE)
     shards = [shard(203, 10, distributed.World(r, 2)) for r in range(2)]
@@ -250,7 +251,7 @@ def test_a_signal_landing_after_the_ranks_agreed_waits_for_the_next_agreement(mo
     signals = StopSignals()
     sums = iter([[0.0, 0.0, 2.0], [1.0, 0.0, 2.0]])  # the second agreement counts this rank's flag
 
-    def all_sum_then_signal(values, world, device):
+    def all_sum_then_signal(values, device):
         result = next(sums)
         if not signals.received:
             signals._handle(signal.SIGTERM, None)  # lands just after the ranks agreed

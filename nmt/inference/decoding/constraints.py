@@ -75,13 +75,17 @@ class Rules:
         """How many term pieces a hypothesis has written (`TermRules`): none."""
         return 0
 
+    def forced(self, written: int, room: int, eos_id: int) -> Step | None:
+        """What every rule set forces first: its prefix's next token, and at the cap <eos>."""
+        if written < len(self.prefix):
+            return Step(frozenset({self.prefix[written]}), frozenset(), frozenset())
+        return Step(frozenset({eos_id}), frozenset(), frozenset()) if room <= 0 else None
+
     def step(self, progress: Progress, written: int, room: int, eos_id: int) -> Step | None:
         """The step's rules for a hypothesis that has `written` tokens and `room` left before its cap
         (None: nothing forced or refused, the common case, which costs search nothing)."""
-        if written < len(self.prefix):
-            return Step(frozenset({self.prefix[written]}), frozenset(), frozenset())
-        if room <= 0:
-            return Step(frozenset({eos_id}), frozenset(), frozenset())
+        if (forced := self.forced(written, room, eos_id)) is not None:
+            return forced
         if not progress.used:
             return self._unconstrained  # has used nothing: the common case, at no cost
         if (known := self._steps.get(progress.used)) is None:

@@ -185,10 +185,8 @@ class TermRules(Rules):
     def step(self, progress: TermProgress, written: int, room: int, eos_id: int) -> Step | None:
         """The step's rules for a hypothesis that has `written` tokens and `room` left before its cap
         (None: nothing forced or refused, the common case, which costs search nothing)."""
-        if written < len(self.prefix):
-            return Step(frozenset({self.prefix[written]}), frozenset(), frozenset())
-        if room <= 0:
-            return Step(frozenset({eos_id}), frozenset(), frozenset())
+        if (forced := self.forced(written, room, eos_id)) is not None:
+            return forced
         if len(progress.met) == len(self.terms) and not progress.used and not progress.after_term:
             return self._unconstrained  # owes nothing, has used nothing: the common case, at no cost
         # The step depends on the room only when it is tight: one Step for each progress otherwise

@@ -178,6 +178,8 @@ class Service:
         best = result.translations[0] if result.translations else None
         out: dict[str, Any] = {"src": text, "tgt": best.text if best else "",
                                "score": round(best.score, 4) if best else None}
+        if best and best.warnings:  # what was cut: an HTTP client never sees the server's log
+            out["warnings"] = list(best.warnings)
         if scores and best:
             out.update(mean_score=round(best.mean_score, 4), words=best.words,
                        word_scores=[round(s, 4) for s in best.word_scores])

@@ -74,3 +74,20 @@ def test_nbest_scores_attention_device_and_batch_size(run, tmp_path, monkeypatch
     (tmp_path / "runs").mkdir()
     (tmp_path / "runs" / "only").symlink_to(run, target_is_directory=True)
     assert nmt.load().translate(SENTENCES[0]) == model.translate(SENTENCES[0])  # the newest run by default
+
+
+def test_an_output_cut_at_its_length_cap_is_said_naming_the_line(run, caplog):
+    """A translation that reaches its length cap is cut there: a warning names its line in the
+    whole input (as `nmt translate` prints it) and the Translation carries it."""
+    import dataclasses
+
+    from nmt.inference.translator import Options
+
+    model = nmt.load(run, device="cpu")
+    model.cfg = dataclasses.replace(model.cfg, max_output_ratio=0.01, max_output_extra=2)
+    with caplog.at_level("WARNING"):
+        chunks = list(model.stream(["I see a cat.", "You want the small bird today."],
+                                   Options(first_line=7)))
+    (_, results), = chunks
+    assert all(len(hyps[0].tokens) == 2 and "length cap of 2 tokens" in hyps[0].warnings[0] for hyps in results)
+    assert "line 7: the translation reached its length cap" in caplog.text and "line 8: " in caplog.text

@@ -1,6 +1,7 @@
 """`nmt serve`: the app through FastAPI's test client (every endpoint, every kind of bad input,
 batching, the queue bound) and a real server process (start, translate, SIGTERM)."""
 
+import dataclasses
 import json
 import os
 import shutil
@@ -385,3 +386,23 @@ def test_the_page_in_a_real_browser(run, translator, tmp_path):
         proc.send_signal(signal.SIGTERM)
         proc.communicate(timeout=60)
     assert proc.returncode == 0
+
+
+def test_a_cut_is_said_in_the_answer(translator, run):
+    """A text cut to decode.max_input_len (one with a prefix is translated whole) and an output cut at
+    its length cap each come back with a `warnings` field: an HTTP client never sees the server's log."""
+    cut = Translator(translator.model, translator.src_vocab, translator.tgt_vocab,
+                     dataclasses.replace(translator.cfg, max_input_len=3), translator.device, translator.tokenizer)
+    capped = Translator(translator.model, translator.src_vocab, translator.tgt_vocab,
+                        dataclasses.replace(translator.cfg, max_output_ratio=0.01, max_output_extra=2),
+                        translator.device, translator.tokenizer)
+    with make_client(cut, run) as c:
+        body = c.post("/translate", json={"texts": ["You want the small bird today.", "Go."], "prefix": "vous"}).json()
+    first, second = body["translations"]
+    assert first["warnings"] == ["the source was cut to decode.max_input_len=3 tokens"], first
+    assert "warnings" not in second  # two tokens and <eos>: nothing was cut
+    with make_client(capped, run) as c:
+        (answer,) = c.post("/translate", json={"text": SENTENCES[0]}).json()["translations"]
+    assert len(answer["tgt"].split()) <= 2 and any("length cap of 2 tokens" in w for w in answer["warnings"]), answer
+    with make_client(translator, run) as c:
+        assert "warnings" not in c.post("/translate", json={"text": SENTENCES[0]}).json()["translations"][0]

@@ -74,7 +74,7 @@ class ReadText:
 @dataclass(frozen=True)
 class Sentence:
     """One input as search takes it: made once from its text and the caller's options
-    (`SentenceReader.sentences`), then chunked, batched and decoded as one record."""
+    (`Road.sentences`), then chunked, batched and decoded as one record."""
     line: int  # its line in the whole input, which warnings name
     ids: list[int]  # the source ids the model reads, <eos> last, cut to decode.max_input_len ([] for an empty text)
     numbers: list[Number]  # data.protect: the spans its placeholders stand for, restored in the output
@@ -82,6 +82,7 @@ class Sentence:
     cap: int  # the most tokens its output may hold, <eos> excluded
     text: str = ""  # the sentence as the model read it (numbers and spans still as written)
     style: str = SENTENCE  # its source's case style, which its output is written in
+    cut: bool = False  # its source was longer than decode.max_input_len: the model read its first tokens
 
 
 class WordSplit:
@@ -112,6 +113,7 @@ class Translation:
     parts: tuple[Translation, ...] = ()  # a text of several sentences: each one's translation, in order
     # the record its search read (ids, spans): what its attention is read from, with no second tokenization
     sentence: Sentence | None = field(default=None, repr=False, compare=False)
+    warnings: tuple[str, ...] = ()  # what was cut where the user should hear of it: the source, the output at its cap
 
     @cached_property
     def tokenized(self) -> str:

@@ -130,7 +130,7 @@ class Road:
                                    [range(p[0], p[1] + 1) if p else () for p in places],
                                    [term.elided for term in terms[i]], self.cfg.glossary_length_penalty)
             out.append(Sentence(line, ids, numbers[i], rules, output_cap(len(ids), rules, self.cfg, line), texts[i],
-                                styles[i] if styles else SENTENCE))
+                                styles[i] if styles else SENTENCE, len(tokens) > self.cfg.max_input_len))
         return out
 
     def decode(self, model, sources: Sources, specials: Specials, beam: int, n: int, sample: Sampling | None
@@ -150,10 +150,15 @@ class Road:
               forced: spans.Forced) -> list[list[Translation]]:
         """Each text's n-best list from its sentences' hypotheses (`forced`: the translator's forced
         decoding, which places the kept spans by the alignment)."""
+        capped = {(i, k) for i, (hyps, sentence) in enumerate(zip(found, records)) for k, h in enumerate(hyps)
+                  if len(h.tokens) >= sentence.cap}  # (before the kept spans go in: they are not the model's)
+        for i, k in sorted(capped):
+            if k == 0:
+                logger.warning("line %d: %s", records[i].line, capped_warning(records[i]))
         placed = spans.write(records, found, forced, self.tokenizer, self.src_vocab, self.tgt_vocab, self.frequent,
                              self.cfg.length_penalty)
-        found_text = [[self.translation(self.tgt_vocab.decode(h.tokens), h, sentence) for h in hyps]
-                      for hyps, sentence in zip(placed, records)]
+        found_text = [[self.translation(self.tgt_vocab.decode(h.tokens), h, sentence, (i, k) in capped)
+                       for k, h in enumerate(hyps)] for i, (hyps, sentence) in enumerate(zip(placed, records))]
         if FILTERS:
             found_text = [[_filtered(t, sentence.text) for t in hyps] for hyps, sentence in zip(found_text, records)]
         out = sentences.write(read, found_text)
@@ -167,9 +172,11 @@ class Road:
                 out[i] = _tagged(read[i].markup, out[i], pairs.get(i, []))  # type: ignore[arg-type]
         return out
 
-    def translation(self, tokens: list[str], hyp: Hypothesis, sentence: Sentence) -> Translation:
+    def translation(self, tokens: list[str], hyp: Hypothesis, sentence: Sentence, capped: bool = False
+                    ) -> Translation:
         """A search's output `tokens` for `sentence` as text (in its source's case style, its protected
-        spans put back as written), with its scores by token and by word."""
+        spans put back as written), with its scores by token and by word, and what was cut: its
+        source, or the output itself where it reached its length cap (`capped`)."""
         tokenizer, numbers = self.tokenizer, sentence.numbers
         text = tokenizer.target_text(tokens)
         if sentence.style != SENTENCE:  # (before the spans: a link keeps its case)
@@ -184,8 +191,10 @@ class Road:
                               if numbers else tokens)
         else:
             split = WordSplit(None, text, tokens)
+        warnings = ((f"the source was cut to decode.max_input_len={self.cfg.max_input_len} tokens",) if sentence.cut
+                    else ()) + ((capped_warning(sentence),) if capped else ())
         return Translation(text, tokenized, hyp.normalized, tokens, hyp.token_scores, split, sentence.text or None,
-                           sentence=sentence if sentence.ids else None)
+                           sentence=sentence if sentence.ids else None, warnings=warnings)
 
     def scored(self, texts: Sequence[str], outputs: Sequence[str], forced: spans.Forced) -> list[Translation]:
         """Given outputs of `texts` scored by `forced` decoding: each a Translation, read as in
@@ -221,6 +230,11 @@ class Road:
             src = [self.src_vocab.itos[x] for x in src_ids[k]]
             shown_parts[i].append(spans.shown(self.tokenizer, src, part.tokens + [EOS], found[k][1], sentence.numbers))
         return [parts[0] if len(parts) == 1 else sentences.side_by_side(parts) for parts in shown_parts]
+
+
+def capped_warning(sentence: Sentence) -> str:
+    return (f"the translation reached its length cap of {sentence.cap} tokens (decode.max_output_ratio, "
+            f"decode.max_output_extra) and was cut there")
 
 
 def _tagged(markup: Markup, hyps: list[Translation], pairs: Sequence[tuple[int, int]]) -> list[Translation]:

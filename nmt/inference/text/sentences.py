@@ -158,7 +158,8 @@ def joined(segmented: Segmented, parts: Sequence[Translation]) -> Translation:
     pieces = [p for part in edited for p in part.split.pieces] if all(
         part.split.pieces is not None for part in edited) else None
     return Translation(text, lambda: " ".join(p.tokenized for p in edited), sum(p.score for p in parts), tokens, scores,
-                       WordSplit(pieces, text, tokens), None, tuple(parts))
+                       WordSplit(pieces, text, tokens), None, tuple(parts),
+                       warnings=tuple(dict.fromkeys(w for part in parts for w in part.warnings)))
 
 
 def clause_part(part: Translation, segment: Segment, continues: bool) -> Translation:

@@ -51,6 +51,8 @@ _UNTRANSLATED = regex.compile(r"""
     | (?<![\w/])/[\w.~-]+(?:/[\w.~-]*)+             # an absolute path (/usr/bin)
     | (?<!\w)[A-Za-z]:\\\S+                          # a Windows path
     | (?<![\w/])[\w.-]+/[\w./-]*\.[A-Za-z]\w*         # a relative path to a file
+    | (?<![\w@./-])(?P<domain>(?:[A-Za-z0-9](?:[A-Za-z0-9-]*[A-Za-z0-9])?\.)+[A-Za-z]{2,63})(?![\w@-])
+      (?:/[^\s<>"'`]*)?                             # a domain without a scheme (its suffix a public one)
     | (?<![\w@])@\w+                                 # a handle
     | (?<![\w#&])\#\w*[^\W\d]\w*                     # a tag (a letter in it: #1 is a number)
     | """ + _EMOJI, regex.VERBOSE)
@@ -59,7 +61,8 @@ _TAKEN_OUT = "\x00"  # where a kept span was, while its place is read
 _GAP = re.compile(r"[ \t]*\x00(?:[ \t]*\x00)*[ \t]*")
 _ONLY_CLOSING = re.compile(fr"\s*{END_OR_CLOSING}*\s*")
 _DIGIT = re.compile(r"\d")  # every number pattern begins with one
-_MAYBE_UNTRANSLATED = regex.compile(r"[`/@#:\\~]|[^\x00-\x7f]")  # most sentences hold none of these: skip the search
+# most sentences hold none of these (a letter after a dot: a domain's): skip the search
+_MAYBE_UNTRANSLATED = regex.compile(r"[`/@#:\\~]|[^\x00-\x7f]|\w\.[A-Za-z]")
 
 
 @dataclass(frozen=True)
@@ -170,7 +173,9 @@ def untranslated_spans(text: str, known: frozenset[str] | None = None) -> list[F
     found = []
     for match in _UNTRANSLATED.finditer(text):
         value = match.group()
-        if value[0] != "`" and ("/" in value or value.lower().startswith("www.")):  # a link or path: its sentence's
+        if match.group("domain") and not _public_suffix(match.group("domain")):
+            continue  # e.g., U.S., Mr.Smith, a file's name: no public suffix, no domain
+        if value[0] != "`" and ("/" in value or value.lower().startswith("www.") or match.group("domain")):  # a link or path: its sentence's
             value = _LINK_END.sub("", value)  # closing marks are not part of it (nor an unopened bracket's)
             if value.endswith(")") and value.count("(") < value.count(")"):
                 value = value[:-1]
@@ -178,6 +183,19 @@ def untranslated_spans(text: str, known: frozenset[str] | None = None) -> list[F
     if known is not None and not text.isascii():
         found = sorted(found + _unknown_words(text, known, found), key=lambda f: f.start)
     return found
+
+
+def _public_suffix(host: str) -> bool:
+    """Whether `host` is a name under a public suffix of the Public Suffix List (example.net,
+    bbc.co.uk; not e.g, U.S or Mr.Smith), read from the list the publicsuffixlist package ships."""
+    return _suffix_list().privatesuffix(host.lower(), accept_unknown=False) is not None
+
+
+@functools.lru_cache(maxsize=1)
+def _suffix_list():
+    from publicsuffixlist import PublicSuffixList
+
+    return PublicSuffixList()
 
 
 def _unknown_words(text: str, known: frozenset[str], taken: Sequence[Found]) -> list[Found]:

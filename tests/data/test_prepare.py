@@ -22,7 +22,6 @@ from nmt.data.prepare import ensure_prepared
 from nmt.data.prepared_corpus import TARGET_WORDS, PreparedCorpus, word_counts, words_by_count
 from nmt.data.vocab import Vocab
 from nmt.errors import DataError
-from nmt.training import distributed
 from nmt.training.run_data import epoch_batches, load_data
 
 WORD = seed_data(min_freq=1, max_len=10)
@@ -166,12 +165,12 @@ def test_a_resumed_run_whose_vocabulary_differs_gets_the_corpus_in_its_own(tsv, 
 
 def test_the_same_seed_gives_the_same_batches_after_a_restart(tsv, tmp_path):
     cfg = config_from_dict({**TINY, "train": {**TINY["train"], "batch_size": 8}})
-    first = load_data(cfg, str(tsv), tmp_path, None, distributed.SINGLE)
-    again = load_data(cfg, str(tsv), tmp_path, None, distributed.SINGLE)  # as a new process would
+    first = load_data(cfg, str(tsv), tmp_path, None)
+    again = load_data(cfg, str(tsv), tmp_path, None)  # as a new process would
     for epoch in (1, 2):
-        a, b = epoch_batches(first, cfg, epoch, distributed.SINGLE), epoch_batches(again, cfg, epoch, distributed.SINGLE)
+        a, b = epoch_batches(first, cfg, epoch), epoch_batches(again, cfg, epoch)
         assert [x.tolist() for x in a] == [x.tolist() for x in b]
-    one, two = (epoch_batches(first, cfg, epoch, distributed.SINGLE) for epoch in (1, 2))
+    one, two = (epoch_batches(first, cfg, epoch) for epoch in (1, 2))
     assert [x.tolist() for x in one] != [x.tolist() for x in two]
     assert sorted(np.concatenate(list(one)).tolist()) == list(range(len(first.train)))
 

@@ -225,3 +225,36 @@ def test_a_span_before_a_word_spelled_from_a_lone_word_start_goes_before_the_who
     pieces = ["▁", "N", "ou", "s", "▁voi", "s"]
     assert span_places(pieces, [span], [(1, 0)]) == [(0, 0)]  # ... which went to the output's first
     assert span_places(["▁Nous", "▁voi", "s"], [span], [(1, 0)]) == [(0, 0)]
+
+
+DOMAINS = ["www.example.net", "example.com/path/to", "docs.python.org", "WWW.EXAMPLE.NET", "Example.COM",
+           "bbc.co.uk/news", "github.com/user/repo", "DOCS.PYTHON.ORG/3/"]
+
+
+@pytest.mark.parametrize("text, spans", [
+    ("I found www.example.net you.", ["www.example.net"]),
+    ("VISIT WWW.EXAMPLE.NET TODAY", ["WWW.EXAMPLE.NET"]),
+    ("See example.net for more.", ["example.net"]),  # no www., no scheme: its suffix is a public one
+    ("Read docs.python.org/3/library.", ["docs.python.org/3/library"]),  # the sentence's mark is not the link's
+    ("Go to bbc.co.uk, then EXAMPLE.COM/Path?x=1.", ["bbc.co.uk", "EXAMPLE.COM/Path?x=1"]),
+    ("E.g. the U.S. and Mr.Smith paid 3.5 dollars.", []),  # no public suffix: not a domain
+    ("Mail anna.smith@example.org now.", ["anna.smith@example.org"]),  # an address, whole
+])
+def test_a_domain_without_a_scheme_is_a_span_and_a_word_with_a_dot_is_not(text, spans):
+    assert [found.span.text for found in untranslated_spans(text)] == spans
+
+
+def test_a_domain_without_a_scheme_comes_through_exactly_once(protected_run, real_corpus):
+    """200 of fra-eng's test sources, each with a link or domain without a scheme in its middle (lower,
+    upper and mixed case): each translation holds it exactly once; none of the test split's own
+    sources reads as holding a domain."""
+    from nmt.data.corpus import load_splits
+
+    sources = sorted({pair.raw[0] for pair in load_splits(real_corpus).test})
+    taken = [found.span.text for s in sources for found in untranslated_spans(s)]
+    assert not [span for span in taken if re.fullmatch(r"[\w.-]+\.[A-Za-z]{2,}", span)], taken
+    chosen, links = sources[:200], [DOMAINS[i % len(DOMAINS)] for i in range(200)]
+    middles = [max(1, len(s.split()) // 2) for s in chosen]
+    linked = [" ".join(s.split()[:m] + [link] + s.split()[m:]) for s, link, m in zip(chosen, links, middles)]
+    outputs = nmt.load(protected_run).translate(linked, beam=1)
+    assert [out.count(link) for out, link in zip(outputs, links)] == [1] * 200

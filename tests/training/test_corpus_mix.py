@@ -12,7 +12,6 @@ from conftest import TINY, toy_lines, write_corpus_zip
 
 from nmt.config import CorpusSpec, config_from_dict
 from nmt.errors import ConfigError
-from nmt.training import distributed
 from nmt.training.run_data import epoch_batches, load_data
 
 SUBWORD = {**TINY["data"], "tokenizer": "subword", "vocab_size": 320, "max_len": 24}
@@ -33,12 +32,12 @@ def _cfg(corpora=(), weight=1.0, **train):
 
 def _load(cfg, main, out):
     out.mkdir(exist_ok=True)
-    return load_data(cfg, str(main), out, None, distributed.SINGLE)
+    return load_data(cfg, str(main), out, None)
 
 
 def _drawn(data, cfg, epoch):
     """How often each row of the mix is drawn in `epoch`, and the rows' corpora."""
-    rows = np.concatenate(list(epoch_batches(data, cfg, epoch, distributed.SINGLE)))
+    rows = np.concatenate(list(epoch_batches(data, cfg, epoch)))
     return np.bincount(rows, minlength=len(data.train)), data.train.part_of(np.arange(len(data.train)))
 
 
@@ -89,9 +88,9 @@ def test_every_weight_one_draws_as_a_single_corpus(corpora, tmp_path):
     main, _ = corpora
     single = _load(_cfg(), main, tmp_path / "a")
     assert not hasattr(single.train, "parts")
-    batches = epoch_batches(single, _cfg(), 1, distributed.SINGLE)
+    batches = epoch_batches(single, _cfg(), 1)
     mixed = _load(_cfg(weight=1.0), main, tmp_path / "b")
-    assert all((x == y).all() for x, y in zip(batches, epoch_batches(mixed, _cfg(), 1, distributed.SINGLE)))
+    assert all((x == y).all() for x, y in zip(batches, epoch_batches(mixed, _cfg(), 1)))
 
 
 def test_editing_one_corpus_prepares_only_its_copy_again(corpora, tmp_path, caplog):

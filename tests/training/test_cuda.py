@@ -46,7 +46,7 @@ def test_a_training_step_on_cuda_never_waits_for_the_gpu(toy_zip, tmp_path):
     """With CUDA's sync debug mode set to error, any operation in a step that makes the host wait
     for the GPU (.item(), a blocking copy, a boolean mask) raises."""
     run = setup(_cfg(device="cuda", precision="bf16", batch_tokens=200), tmp_path, str(toy_zip))
-    batches = epoch_batches(run.data, run.cfg, 1, run.world)
+    batches = epoch_batches(run.data, run.cfg, 1)
     for indices in batches[:2]:  # warm-up: cuDNN and allocator set-up may synchronize once
         train_batches(run, [indices], total_steps=len(batches))
     torch.cuda.synchronize()

@@ -125,16 +125,15 @@ def test_a_bf16_trained_checkpoint_translates_and_evaluates_where_bf16_cannot_ru
 
 @pytest.fixture
 def toy_data(toy_zip, tmp_path):
-    from nmt.training import distributed
     from nmt.training.run_data import load_data
     cfg = config_from_dict({**TINY, "train": {**TINY["train"], "precision": "auto"}})
-    return cfg, load_data(cfg, str(toy_zip), tmp_path, None, distributed.SINGLE)
+    return cfg, load_data(cfg, str(toy_zip), tmp_path, None)
 
 
 @pytest.mark.parametrize("faster", ["bf16", "fp32"])
 def test_auto_keeps_the_precision_it_measured_faster_and_caches_the_figures(fake_cpu, toy_data, tmp_path,
                                                                             monkeypatch, faster):
-    from nmt.training import distributed, measured_precision
+    from nmt.training import measured_precision
     from nmt.training.run_data import epoch_batches
     fake_cpu({"avx2", "avx512f", "avx512_bf16"}, lstm_runs=True)
     monkeypatch.setenv("NMT_CACHE_DIR", str(tmp_path / "cache"))
@@ -143,23 +142,23 @@ def test_auto_keeps_the_precision_it_measured_faster_and_caches_the_figures(fake
                         or figures[p])
     cfg, data = toy_data
     resolved = dataclasses.replace(cfg, train=dataclasses.replace(cfg.train, precision="bf16"))  # as the rule gives
-    batches = epoch_batches(data, cfg, 1, distributed.SINGLE)
-    settled, line = measured_precision.settle_precision(resolved, "auto", CPU, data, batches, distributed.SINGLE)
+    batches = epoch_batches(data, cfg, 1)
+    settled, line = measured_precision.settle_precision(resolved, "auto", CPU, data, batches)
     assert settled.train.precision == faster and sorted(timed) == ["bf16", "fp32"]
     assert line == (f"precision {faster} (auto, measured: bf16 {figures['bf16']:,.0f} tok/s, fp32 "
                     f"{figures['fp32']:,.0f} tok/s on this CPU and model; this CPU has avx512_bf16)")
-    again, line = measured_precision.settle_precision(resolved, "auto", CPU, data, batches, distributed.SINGLE)
+    again, line = measured_precision.settle_precision(resolved, "auto", CPU, data, batches)
     assert again.train.precision == faster and len(timed) == 2 and "auto, cached: " in line  # no second timing
-    explicit, _ = measured_precision.settle_precision(cfg, "fp32", CPU, data, batches, distributed.SINGLE)
+    explicit, _ = measured_precision.settle_precision(cfg, "fp32", CPU, data, batches)
     assert explicit.train.precision == cfg.train.precision and len(timed) == 2  # only auto is measured
 
 
 @pytest.mark.skipif(not hardware.fast_bf16(CPU), reason="bf16 is not native on this CPU: auto is fp32, unmeasured")
 def test_the_measurement_is_real_training_steps_in_each_precision(toy_data):
-    from nmt.training import distributed, measured_precision
+    from nmt.training import measured_precision
     from nmt.training.run_data import epoch_batches
     cfg, data = toy_data
-    batches = epoch_batches(data, cfg, 1, distributed.SINGLE)
+    batches = epoch_batches(data, cfg, 1)
     torch.manual_seed(0)
     expected = torch.rand(3)
     torch.manual_seed(0)

@@ -13,14 +13,11 @@ earlier commit runs it too (PYTHONPATH=that checkout).
 from __future__ import annotations
 
 import argparse
-import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
-
-import nmt  # noqa: E402
-from nmt.data.corpus import load_splits  # noqa: E402
-from nmt.evaluation.metrics import score  # noqa: E402
+import nmt
+from nmt.data.corpus import load_splits
+from nmt.evaluation.metrics import score
 
 LINKS = ["www.example.net", "example.com/path/to", "docs.python.org", "WWW.EXAMPLE.NET", "Example.COM",
          "bbc.co.uk/news", "github.com/user/repo", "DOCS.PYTHON.ORG/3/"]

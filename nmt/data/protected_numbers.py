@@ -268,6 +268,11 @@ class SpanProtector:
         """The protected spans of a source `text`, in order."""
         return [f.span for f in self._source_spans(text, self.known)]
 
+    def spans(self, text: str) -> list[Found]:
+        """Every protected span of a source `text`, however many: what a sentence is cut by where it
+        holds more than MAX_SPANS (nmt.inference.text.sentences)."""
+        return spans_of(text, self._source_pattern, self.source or VERBATIM, self.known)
+
     def _source_spans(self, text: str, known: frozenset[str] | None) -> list[Found]:
         """The spans a source's placeholders stand for: all of them, or where there are more than
         MAX_SPANS, those that pass untranslated (the first MAX_SPANS) and no number (as in training)."""

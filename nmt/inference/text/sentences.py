@@ -16,6 +16,7 @@ from functools import cached_property, partial
 import torch
 
 from nmt.data.marks import CLOSING_MARK, END_MARK
+from nmt.data.protected_numbers import MAX_SPANS, Found
 from nmt.data.tokenizer import Tokenizer, legacy_form
 from nmt.inference.text.case import small_first, starts_small
 from nmt.inference.text.records import Attention, ReadText, Segment, Segmented, Translation, WordSplit, best_of
@@ -26,12 +27,14 @@ logger = logging.getLogger(__name__)
 _MAYBE_SEVERAL = re.compile(fr"{END_MARK}{CLOSING_MARK}*\s+\S|\n")
 _CLAUSE_END = re.compile(r"[,;:]$|^[–—-]$")
 _CLOSING = re.compile(f"{END_MARK}+")
+_WORD = re.compile(r"\S+")
 
 
 def read(text: str, segmenter: Segmenter, tokenizer: Tokenizer, limit: int) -> Segmented:
     """A text's sentences, each cut where it is longer than the segmenter's words or, in tokens
-    (words of many pieces), than `limit` (decode.max_input_len): a sentence is translated in parts
-    rather than cut."""
+    (words of many pieces), than `limit` (decode.max_input_len), and where it holds more numbers,
+    links and the like than there are placeholders (MAX_SPANS): a sentence is translated in parts
+    rather than cut, and every span it holds comes back."""
     out = []
     for segment in segmenter.split(text).segments:
         if len(segment.text) >= limit and (tokens := len(tokenizer.source_tokens([segment.text])[0])) >= limit:
@@ -39,10 +42,32 @@ def read(text: str, segmenter: Segmenter, tokenizer: Tokenizer, limit: int) -> S
             parts = list(segmenter.clauses(segment.text, segment.before, words))
             if segment.clause:  # (a clause cut again: its last part still ends a clause)
                 parts[-1] = Segment(parts[-1].text, parts[-1].before, clause=True)
-            out.extend(parts)
         else:
-            out.append(segment)
+            parts = [segment]
+        if tokenizer.protector is not None:
+            parts = [cut for part in parts for cut in within_spans(part, tokenizer.protector.spans(part.text))]
+        out.extend(parts)
     return Segmented(out)
+
+
+def within_spans(segment: Segment, found: Sequence[Found], most: int = MAX_SPANS) -> list[Segment]:
+    """`segment` whole, or cut between words into parts of at most `most` protected spans each (a
+    placeholder for every number and link of each part), as late as it can, never inside a span."""
+    if len(found) <= most:
+        return [segment]
+    words = list(_WORD.finditer(segment.text))
+    starting = [sum(word.start() <= f.start < word.end() for f in found) for word in words]
+    joined = {i for i, word in enumerate(words) if any(f.start < word.start() < f.end for f in found)}
+    cuts, first, held = [], 0, 0
+    for i, spans in enumerate(starting):
+        held += spans
+        if held > most and (allowed := [c for c in range(first + 1, i + 1) if c not in joined]):
+            cuts.append(allowed[-1])
+            first, held = allowed[-1], sum(starting[allowed[-1]: i + 1])
+    bounds = list(zip([0, *cuts], [*cuts, len(words)]))
+    return [Segment(" ".join(word.group() for word in words[a:b]), segment.before if k == 0 else " ",
+                    clause=segment.clause if k == len(bounds) - 1 else True)
+            for k, (a, b) in enumerate(bounds)]
 
 
 def whole(text: str) -> Segmented:

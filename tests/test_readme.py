@@ -70,3 +70,23 @@ def test_scripts_and_links_it_names_exist():
             pytest.skip(f"this checkout does not hold commit {commit} (a shallow clone?)")
         found = subprocess.run(["git", "cat-file", "-e", f"{commit}:{path}"], cwd=REPO, capture_output=True)
         assert found.returncode == 0, f"{path} at {commit}"
+
+
+RESULTS = (REPO / "docs" / "results.md").read_text(encoding="utf-8")
+# A figure: digits with a decimal part (46.01, 0.87, 1,034.5), as the README's prose and tables quote
+# results; code (indented blocks, `inline`) and a version (Python 3.10) are not results.
+FIGURE = re.compile(r"(?<![\w.`/=])[+-]?(\d[\d,]*\.\d+)(?![\d.])")
+
+
+def readme_figures(text: str) -> set[str]:
+    prose = [re.sub(r"`[^`]*`|Python \d+\.\d+", " ", line) for line in text.splitlines() if not line.startswith("    ")]
+    return {match.group(1) for match in FIGURE.finditer("\n".join(prose))}
+
+
+def test_every_figure_the_readme_quotes_is_the_results_pages():
+    """A figure in the README comes from docs/results.md, where its command is: a stale one (the
+    page re-measured, the README not) fails here."""
+    figures = readme_figures(README)
+    assert len(figures) > 50  # (the README's results, read)
+    assert sorted(f for f in figures if f not in RESULTS) == []
+    assert readme_figures("BLEU 47.27 against 96.25, `1.5` and Python 3.10:\n    nmt 9.99") == {"47.27", "96.25"}

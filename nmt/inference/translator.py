@@ -32,7 +32,7 @@ from nmt.inference.engines import engine_device, map_batches
 from nmt.inference.ensemble import Ensemble
 from nmt.inference.onnx_engine import OnnxSeq2Seq, load_engine
 from nmt.inference.text.road import (Attention, CasedWords, FrequentWords, Options, Road, Sentence, Translation,
-                                     best_of, one_per_text, sentence_words)
+                                     attentions, best_of, one_per_text, scored, sentence_words)
 from nmt.model import Seq2Seq
 from nmt.model.checkpoint import LoadedModel, load_models
 
@@ -52,7 +52,7 @@ def alignments(translator: Translator, texts: Sequence[str], translations: Seque
     """Hard word alignments of translations of `texts` (their own tokens: from any search): each
     source word to an output word, or with `each_output_word` each output word to a source word."""
     return [attention.alignment(t, each_output_word, translator.frequent) if t.tokens else []
-            for attention, t in zip(translator.road.attentions(texts, translations, translator.forced), translations)]
+            for attention, t in zip(attentions(translator.road, texts, translations, translator.forced), translations)]
 
 
 def by_length(sources: Sequence[Sequence], size: int) -> list[list[int]]:
@@ -161,8 +161,8 @@ class Translator:
         """The model's scores of given translations `outputs` of `texts` (forced decoding; the scale
         search scores on): a Translation of each output, with its tokens' and words' scores."""
         single = isinstance(texts, str)
-        return self.road.scored([texts] if single else texts, [outputs] if single else outputs,  # type: ignore
-                                self.forced)
+        return scored(self.road, [texts] if single else texts, [outputs] if single else outputs,  # type: ignore
+                      self.forced)
 
     def attention(self, text: str, output: Translation | Sequence[str] | None = None,
                   beam: int | None = None) -> Attention:
@@ -172,7 +172,7 @@ class Translator:
             output = self.translations([text], beam)[0]
         elif not isinstance(output, Translation):
             output = Translation("", "", math.nan, list(output))
-        return self.road.attentions([text], [output], self.forced)[0]
+        return attentions(self.road, [text], [output], self.forced)[0]
 
     def forced(self, src_ids: Sequence[list[int]], out_ids: Sequence[list[int]], scored: bool = True
                ) -> dict[int, tuple[list[float], torch.Tensor]]:

@@ -42,8 +42,8 @@ from nmt.inference.text.words import FrequentWords
 logger = logging.getLogger(__name__)
 # what the translator takes from the road besides the road itself: the records, and how a run's
 # texts are read (its corpus's capitalized and most frequent words, its sentences' length)
-__all__ = ["Attention", "CasedWords", "FrequentWords", "Options", "Road", "Sentence", "Translation", "best_of",
-           "one_per_text", "sentence_words"]
+__all__ = ["Attention", "CasedWords", "FrequentWords", "Options", "Road", "Sentence", "Translation", "attentions",
+           "best_of", "one_per_text", "scored", "sentence_words"]
 
 
 class Filter(Protocol):
@@ -137,14 +137,10 @@ class Road:
                ) -> list[list[Hypothesis]]:
         """One batch searched (greedy, beam: the beam its rules ask for) or sampled, steered toward
         the terms its sentences owe (the search's hooks), then the glossary's elision."""
-        steer, penalty = steering_for(sources.rules), self.cfg.length_penalty
-        if sample is not None:
-            found = samples(model, sources, specials, n, sample, penalty, steer)
-        else:
-            found = search(model, sources, specials, beam_for(beam, sources.rules), penalty, n, steer)
-        if steer is None:  # (no sentence owes a term: nothing to elide)
+        found = decoded(model, sources, specials, beam, n, sample, self.cfg.length_penalty)
+        if not any(rules.terms for rules in sources.rules or ()):  # (no sentence owes a term: nothing to elide)
             return found
-        return elided(model, sources, specials, found, self.tgt_vocab, self.tokenizer, penalty)
+        return elided(model, sources, specials, found, self.tgt_vocab, self.tokenizer, self.cfg.length_penalty)
 
     def write(self, read: Sequence[ReadText], records: Sequence[Sentence], found: list[list[Hypothesis]],
               forced: spans.Forced) -> list[list[Translation]]:
@@ -165,7 +161,7 @@ class Road:
         marked = [i for i, text in enumerate(read) if text.markup is not None]
         if marked:  # the tags back around the words the best translation's alignment gives theirs
             texted = [i for i in marked if out[i]]
-            shown = self.attentions([read[i].markup.text for i in texted], [out[i][0] for i in texted], forced)
+            shown = attentions(self, [read[i].markup.text for i in texted], [out[i][0] for i in texted], forced)
             pairs = {i: attention.alignment(out[i][0], frequent=self.frequent) if out[i][0].tokens else []
                      for i, attention in zip(texted, shown)}
             for i in marked:
@@ -196,40 +192,51 @@ class Road:
         return Translation(text, tokenized, hyp.normalized, tokens, hyp.token_scores, split, sentence.text or None,
                            sentence=sentence if sentence.ids else None, warnings=warnings)
 
-    def scored(self, texts: Sequence[str], outputs: Sequence[str], forced: spans.Forced) -> list[Translation]:
-        """Given outputs of `texts` scored by `forced` decoding: each a Translation, read as in
-        training (numbers as placeholders where the two sides' match)."""
-        tokenizer, vocab = self.tokenizer, self.tgt_vocab
-        sources, targets, numbers = list(texts), list(outputs), [[] for _ in texts]
-        if tokenizer.protector:  # numbers as placeholders where they match, as in training
-            sources, targets = tokenizer.protector.protect_pairs(texts, outputs)
-            numbers = [tokenizer.protector.numbers(t) if s != t else [] for s, t in zip(sources, texts)]
-        src_ids = [source_ids(tokens, self.src_vocab, self.cfg.max_input_len) if tokens else []
-                   for tokens in tokenizer.source_tokens(sources)]
-        out_ids = [vocab.encode(t) for t in tokenizer.target_tokens(targets)]
-        results = [Translation("", "", math.nan, []) for _ in texts]
-        for i, (scores, _) in forced(src_ids, out_ids).items():
-            hyp = hypothesis(out_ids[i], sum(scores), self.cfg.length_penalty, scores)
-            given = Sentence(0, src_ids[i], numbers[i], Rules(), 0)
-            results[i] = self.translation(vocab.decode(out_ids[i]), hyp, given)
-        return results
 
-    def attentions(self, texts: Sequence[str], translations: Sequence[Translation], forced: spans.Forced
-                   ) -> list[Attention]:
-        """The attention behind each translation of `texts` (a `forced` decoding of its own
-        tokens); a text of several sentences gets its sentences' side by side."""
-        each = [(i, part) for i, t in enumerate(translations) for part in (t.parts or (t,))]
-        unread = [k for k, (_, part) in enumerate(each) if part.sentence is None]  # outputs given, not searched
-        read = iter(self.sentences([texts[each[k][0]] if each[k][1].source is None else each[k][1].source
-                                    for k in unread]))
-        records = [part.sentence if part.sentence is not None else next(read) for _, part in each]
-        src_ids = [s.ids or [self.src_vocab.eos_id] for s in records]
-        found = forced(src_ids, [self.tgt_vocab.encode(part.tokens) for _, part in each], scored=False)
-        shown_parts: list[list[Attention]] = [[] for _ in texts]
-        for k, ((i, part), sentence) in enumerate(zip(each, records)):
-            src = [self.src_vocab.itos[x] for x in src_ids[k]]
-            shown_parts[i].append(spans.shown(self.tokenizer, src, part.tokens + [EOS], found[k][1], sentence.numbers))
-        return [parts[0] if len(parts) == 1 else sentences.side_by_side(parts) for parts in shown_parts]
+def scored(road: Road, texts: Sequence[str], outputs: Sequence[str], forced: spans.Forced) -> list[Translation]:
+    """Given outputs of `texts` scored by `forced` decoding: each a Translation, read as in
+    training (numbers as placeholders where the two sides' match)."""
+    tokenizer, vocab = road.tokenizer, road.tgt_vocab
+    sources, targets, numbers = list(texts), list(outputs), [[] for _ in texts]
+    if tokenizer.protector:  # numbers as placeholders where they match, as in training
+        sources, targets = tokenizer.protector.protect_pairs(texts, outputs)
+        numbers = [tokenizer.protector.numbers(t) if s != t else [] for s, t in zip(sources, texts)]
+    src_ids = [source_ids(tokens, road.src_vocab, road.cfg.max_input_len) if tokens else []
+               for tokens in tokenizer.source_tokens(sources)]
+    out_ids = [vocab.encode(t) for t in tokenizer.target_tokens(targets)]
+    results = [Translation("", "", math.nan, []) for _ in texts]
+    for i, (scores, _) in forced(src_ids, out_ids).items():
+        hyp = hypothesis(out_ids[i], sum(scores), road.cfg.length_penalty, scores)
+        given = Sentence(0, src_ids[i], numbers[i], Rules(), 0)
+        results[i] = road.translation(vocab.decode(out_ids[i]), hyp, given)
+    return results
+
+def attentions(road: Road, texts: Sequence[str], translations: Sequence[Translation], forced: spans.Forced
+           ) -> list[Attention]:
+    """The attention behind each translation of `texts` (a `forced` decoding of its own
+    tokens); a text of several sentences gets its sentences' side by side."""
+    each = [(i, part) for i, t in enumerate(translations) for part in (t.parts or (t,))]
+    unread = [k for k, (_, part) in enumerate(each) if part.sentence is None]  # outputs given, not searched
+    read = iter(road.sentences([texts[each[k][0]] if each[k][1].source is None else each[k][1].source
+                                for k in unread]))
+    records = [part.sentence if part.sentence is not None else next(read) for _, part in each]
+    src_ids = [s.ids or [road.src_vocab.eos_id] for s in records]
+    found = forced(src_ids, [road.tgt_vocab.encode(part.tokens) for _, part in each], scored=False)
+    shown_parts: list[list[Attention]] = [[] for _ in texts]
+    for k, ((i, part), sentence) in enumerate(zip(each, records)):
+        src = [road.src_vocab.itos[x] for x in src_ids[k]]
+        shown_parts[i].append(spans.shown(road.tokenizer, src, part.tokens + [EOS], found[k][1], sentence.numbers))
+    return [parts[0] if len(parts) == 1 else sentences.side_by_side(parts) for parts in shown_parts]
+
+
+def decoded(model, sources: Sources, specials: Specials, beam: int, n: int = 1, sample: Sampling | None = None,
+            length_penalty: float = 1.0) -> list[list[Hypothesis]]:
+    """Up to `n` hypotheses of each source, searched (beam `beam`: the beam its rules ask for, greedy
+    at 1) or sampled, steered toward the terms its sentences owe (the search's hooks)."""
+    steer = steering_for(sources.rules)
+    if sample is not None:
+        return samples(model, sources, specials, n, sample, length_penalty, steer)
+    return search(model, sources, specials, beam_for(beam, sources.rules), length_penalty, n, steer)
 
 
 def capped_warning(sentence: Sentence) -> str:

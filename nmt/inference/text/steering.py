@@ -2,8 +2,8 @@
 and, under decode.strict_numbers, its number placeholders (`nmt.inference.decoding.constraints`: each a
 term of one token).
 
-`searched` is the search a text's sentences are decoded by: the beam their rules ask for, and,
-where a sentence owes terms, this steering as the search's hooks (`nmt.inference.decoding.policies.Hooks`),
+The road decodes a batch with the beam its rules ask for (`beam_for`) and, where a sentence owes
+terms, this steering as the search's hooks (`steering_for`, `nmt.inference.decoding.policies.Hooks`),
 so that the search itself names no feature. A search's step asks its `Steering` twice. Before the model runs (`reading`): a hypothesis that has
 written a glossary term reads the term's source words no more, its row's attention mask leaves
 them out (`Rules.covered`). After (`steered`): a hypothesis that would end, or close its sentence,
@@ -29,7 +29,6 @@ from nmt.inference.decoding.constraints import Step
 from nmt.inference.text.terms import TermProgress as Progress
 from nmt.inference.text.terms import TermRules as Rules
 from nmt.inference.decoding.policies import Beam, Candidate, Hooks, Live, Steer, Turn, advanced
-from nmt.inference.decoding.search import Hypothesis, Sources, Specials, search
 from nmt.model.attention import sequence_mask
 
 # A glossary term written where it was due, whose twin (the same hypothesis writing the model's own
@@ -171,14 +170,6 @@ class ConstrainedBeam(Beam):
             places.append((counts.get(bank, 0), -bank))
             counts[bank] = counts.get(bank, 0) + 1
         return [move for _, move in sorted(zip(places, moved), key=lambda pair: pair[0])]
-
-
-def searched(model, sources: Sources, specials: Specials, beam_size: int, length_penalty: float = 1.0,
-             nbest: int = 1) -> list[list[Hypothesis]]:
-    """Up to `nbest` hypotheses of each source (`search`), by the beam its rules ask for
-    (`beam_for`; k = 1: greedy search), steered toward the terms they owe (`steering_for`)."""
-    return search(model, sources, specials, beam_for(beam_size, sources.rules), length_penalty, nbest,
-                  steering_for(sources.rules))
 
 
 def steering_for(rules: Sequence[Rules] | None) -> Steer | None:

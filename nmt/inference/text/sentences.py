@@ -28,6 +28,10 @@ _MAYBE_SEVERAL = re.compile(fr"{END_MARK}{CLOSING_MARK}*\s+\S|\n")
 _CLAUSE_END = re.compile(r"[,;:]$|^[–—-]$")
 _CLOSING = re.compile(f"{END_MARK}+")
 _WORD = re.compile(r"\S+")
+# every protected span holds one of these (a number its digits, a link its dot or colon, an address its
+# @, an emoji or another script a character past ASCII), and no two spans the same one: a sentence
+# with no more of them than placeholders needs no count of its spans
+_SPAN_MARK = re.compile(r"\d+|[`/@#:\\~.]|[^\x00-\x7f]")
 
 
 def read(text: str, segmenter: Segmenter, tokenizer: Tokenizer, limit: int) -> Segmented:
@@ -45,7 +49,9 @@ def read(text: str, segmenter: Segmenter, tokenizer: Tokenizer, limit: int) -> S
         else:
             parts = [segment]
         if tokenizer.protector is not None:
-            parts = [cut for part in parts for cut in within_spans(part, tokenizer.protector.spans(part.text))]
+            parts = [cut for part in parts
+                     for cut in (within_spans(part, tokenizer.protector.spans(part.text))
+                                 if len(_SPAN_MARK.findall(part.text)) > MAX_SPANS else [part])]
         out.extend(parts)
     return Segmented(out)
 

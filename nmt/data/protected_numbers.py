@@ -175,8 +175,10 @@ def untranslated_spans(text: str, known: frozenset[str] | None = None) -> list[F
         value = match.group()
         if match.group("domain") and not _public_suffix(match.group("domain")):
             continue  # e.g., U.S., Mr.Smith, a file's name: no public suffix, no domain
-        if value[0] != "`" and ("/" in value or value.lower().startswith("www.") or match.group("domain")):  # a link or path: its sentence's
-            value = _LINK_END.sub("", value)  # closing marks are not part of it (nor an unopened bracket's)
+        if value[0] != "`" and ("/" in value or value.lower().startswith("www.") or match.group("domain")):
+            # a link, a domain or a path: its sentence's closing marks are not part of it (nor an
+            # unopened bracket's)
+            value = _LINK_END.sub("", value)
             if value.endswith(")") and value.count("(") < value.count(")"):
                 value = value[:-1]
         found.append(Found(match.start(), match.start() + len(value), untranslated(value)))
@@ -400,7 +402,7 @@ class SpanRule:
     """What search may write for a batch of sentences with numbers: each sentence's own
     placeholders, at most once each. `ids` maps a placeholder's target id to its index (⦅N1⦆ -> 0).
     Strict (the default with data.protect), a sentence also writes every one of its placeholders
-    (`nmt.inference.decoding.constraints.number_rules` makes each a term it must write) and no digit of its
+    (`nmt.inference.text.terms.sentence_rules` makes each a term it must write) and no digit of its
     own: the target pieces holding a digit (`digits`) are never written."""
     ids: dict[int, int]
     counts: list[int]  # per sentence of the batch: how many numbers its source holds

@@ -30,9 +30,8 @@ from nmt.evaluation.metrics import group_references, reference_streams, sacreble
 from nmt.evaluation.testsets import TestSet, from_corpus, from_files, from_sacrebleu
 from nmt.evaluation.validation import search_name, validate
 from nmt.inference.engines import engine_device
-from nmt.inference.translator import Options
 from nmt.inference.text.glossary import Glossary
-from nmt.inference.translator import Translator
+from nmt.inference.translator import Options, Translator
 from nmt.model.checkpoint import LoadedModel, load_models
 from nmt.model.runs import BEST
 from nmt.model.loss import validation_loss

@@ -15,8 +15,7 @@ import torch
 
 from nmt.data.batches import Example
 from nmt.evaluation.metrics import References, Scores, score
-from nmt.inference.translator import Options
-from nmt.inference.translator import Translation, Translator, best_of
+from nmt.inference.translator import Options, Translation, Translator, best_of
 from nmt.model import Seq2Seq
 from nmt.model.loss import validation_loss
 from nmt.progress_bar import Meter

@@ -1,9 +1,9 @@
 """Decoding: one search over many sentences at once; greedy, beam and sampling are its policies.
 
 Every sentence holds up to k live hypotheses (k = 1 for greedy search and sampling), and each
-step runs the model once for all of them. The step's constraints (`nmt.inference.decoding.constraints`:
-prefixes, number placeholders, glossary terms, the length cap) are applied as a mask over the
-model's log-probabilities, and a caller's hooks may turn the scores further (the glossary's steering
+step runs the model once for all of them. The step's rules (`nmt.inference.decoding.constraints`:
+prefixes, number placeholders, the length cap; the terms an output must write are rules of their own
+kind, which it asks the same questions) are applied as a mask over the model's log-probabilities, and a caller's hooks may turn the scores further (the glossary's steering
 toward the terms a hypothesis owes, `nmt.inference.text.steering`: the search names no feature);
 the policy then proposes each sentence's continuations (`nmt.inference.decoding.policies.Beam`: the 2k
 best of its beams; `nmt.inference.decoding.sampling.Draw`: one drawn per hypothesis), and the search keeps

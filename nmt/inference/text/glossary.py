@@ -5,7 +5,7 @@ term matches whole words, ignoring case (`Cold`, `COLD`), with any run of spaces
 words; where terms overlap, the longest match wins, and matches are read left to right without
 overlapping. The target term is written exactly as listed: a term whose translation inflects
 (froid, froide, froids) is the user's to list in the form the sentence needs. Search then writes
-every matched term (`nmt.inference.decoding.constraints`).
+every matched term (`nmt.inference.text.terms`).
 """
 
 from __future__ import annotations

@@ -1,14 +1,14 @@
 """Steering a search toward the terms a sentence owes: glossary terms (`nmt.inference.text.glossary`)
-and, under decode.strict_numbers, its number placeholders (`nmt.inference.decoding.constraints`: each a
-term of one token).
+and, under decode.strict_numbers, its number placeholders (`nmt.inference.text.terms`: each a term
+of one token).
 
 The road decodes a batch with the beam its rules ask for (`beam_for`) and, where a sentence owes
 terms, this steering as the search's hooks (`steering_for`, `nmt.inference.decoding.policies.Hooks`),
 so that the search itself names no feature. A search's step asks its `Steering` twice. Before the model runs (`reading`): a hypothesis that has
 written a glossary term reads the term's source words no more, its row's attention mask leaves
-them out (`Rules.covered`). After (`steered`): a hypothesis that would end, or close its sentence,
+them out (`TermRules.covered`). After (`steered`): a hypothesis that would end, or close its sentence,
 while it owes a term writes what it owes instead (`_ending_as_owed`); a glossary term is due where
-a hypothesis attends most to its source words (`Rules.read`), and there one hypothesis (greedy
+a hypothesis attends most to its source words (`TermRules.read`), and there one hypothesis (greedy
 search, sampling) writes it at once, while a beam keeps both the hypothesis that writes it and its
 twin, which writes the model's own word, and drops the twin at its next step if that word was the
 translation of the term's source words (`_dropped`), crediting the term part of that word's score
@@ -25,10 +25,9 @@ from dataclasses import dataclass
 
 import torch
 
-from nmt.inference.decoding.constraints import Step
-from nmt.inference.text.terms import TermProgress as Progress
-from nmt.inference.text.terms import TermRules as Rules
+from nmt.inference.decoding.constraints import Progress, Rules, Step
 from nmt.inference.decoding.policies import Beam, Candidate, Hooks, Live, Steer, Turn, advanced
+from nmt.inference.text.terms import TermProgress, TermRules
 from nmt.model.attention import sequence_mask
 
 # A glossary term written where it was due, whose twin (the same hypothesis writing the model's own
@@ -107,7 +106,7 @@ class Steering(Hooks):
             self.bests = top[:, 0].tolist()
         return chosen, running
 
-    def marks(self, row: int, hyp: Live, log_prob: float, progress: Progress, rules: Rules) -> TermMarks:
+    def marks(self, row: int, hyp: Live, log_prob: float, progress: TermProgress, rules: TermRules) -> TermMarks:
         """What the next step reads of the hypothesis that `hyp` (row `row`) grows into with a token of
         `log_prob`, its progress then `progress`: where terms were due, a hypothesis that begins one keeps
         its parent and the credit `_credited` may give it, and so does its twin, which wrote the row's
@@ -115,7 +114,7 @@ class Steering(Hooks):
         due = self.reads.get(row)
         if not due:
             return NO_MARKS
-        left = due & rules.unbegun(progress)  # what it has not begun with this token stays due (`Rules.read`)
+        left = due & rules.unbegun(progress)  # what it has not begun with this token stays due (`TermRules.read`)
         if self.bests is not None and left != due:  # it began a due term where the model would have written its best
             return TermMarks(left, hyp, TERM_CREDIT * max(0.0, self.bests[row] - log_prob))
         if self.bests is not None and log_prob == self.bests[row]:  # it wrote that best token: the twin
@@ -128,7 +127,7 @@ class ConstrainedBeam(Beam):
     the placeholders): dynamic beam allocation (Post & Vilar 2018, fairseq's
     LexicallyConstrainedBeamSearch). Each beam proposes, besides the sentence's 2k best, every
     token that advances its terms and its own best, so that a beam can begin a term that is not
-    among the sentence's best; and the k places go bank by bank (`Rules.bank`: how many term
+    among the sentence's best; and the k places go bank by bank (`TermRules.bank`: how many term
     pieces a hypothesis has written), each bank's best first, then each one's second, and so on,
     so that hypotheses which have written more of their terms keep a place. A sentence without
     terms is searched as by `Beam`."""
@@ -198,7 +197,7 @@ def _owed_columns(ids: torch.Tensor, steps: list[Step | None]) -> torch.Tensor |
 
 def _uncovered(state, covered: list[frozenset[int]], lens: list[int], src_len: int, device: torch.device):
     """The state reading, in each row, the source positions its hypothesis has not `covered`
-    (`Rules.covered`: the source words of the glossary terms it has written); `lens` each row's
+    (`TermRules.covered`: the source words of the glossary terms it has written); `lens` each row's
     source length. Built whole from the lengths: beams trade rows, and a row's mask is its hypothesis's."""
     mask = sequence_mask(torch.tensor(lens), src_len)  # as `Seq2Seq.encode` builds it
     rows = [row for row, where in enumerate(covered) for _ in where]
@@ -208,7 +207,7 @@ def _uncovered(state, covered: list[frozenset[int]], lens: list[int], src_len: i
 
 def _due(attention: torch.Tensor, owing: list[tuple[int, Step]], rules: list[Rules], live: list[list[Live]],
          alive: list[int], k: int) -> tuple[list[frozenset[int]], list[bool]]:
-    """Per owing row, the glossary terms due there (`Rules.read`: it attends most to their source
+    """Per owing row, the glossary terms due there (`TermRules.read`: it attends most to their source
     words), and whether it skipped one: a term due at its last step that it did not begin, whose
     words it no longer reads (so the word it wrote was their translation, and the term belonged in
     its place). Row r is hypothesis r % k of sentence alive[r // k]."""

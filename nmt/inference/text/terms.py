@@ -13,16 +13,16 @@ made up to hold it: a hypothesis whose likeliest token would close the sentence 
 it owes a glossary term writes what it owes there (`Step.closing`, `nmt.inference.text.steering`).
 A term that begins with a vowel may follow an elided word (French "l'", "d'"; Italian "dell'"),
 and there it is written glued to the apostrophe, as the target's tokenizer writes it after one
-(`Rules.elided`): "l'aéronef", not "l' aéronef".
-And a glossary term goes where its source words are translated (`Rules.sources`), not beside the
+(`TermRules.elided`): "l'aéronef", not "l' aéronef".
+And a glossary term goes where its source words are translated (`TermRules.sources`), not beside the
 word the model writes for them: where a hypothesis that owes one attends most to those words
-(`Rules.read`), the term is due. Beam search then keeps both the hypothesis that writes the term
+(`TermRules.read`), the term is due. Beam search then keeps both the hypothesis that writes the term
 there and the one that writes the model's own word, and drops the second at its next step if its
 attention has left the words (the word it wrote was their translation: the term belonged in its
 place) but not if it still reads them (it wrote an article or an auxiliary first: "J'ai" before
 "dormi"); greedy search and sampling, which keep one hypothesis, write the term at once
 (`nmt.inference.text.steering`). Once begun, a glossary term is written to its end; and once written, its source
-words are translated: the hypothesis's attention no longer reads them (`Rules.covered`), so the
+words are translated: the hypothesis's attention no longer reads them (`TermRules.covered`), so the
 model does not write its usual word for them after the term.
 """
 

@@ -143,6 +143,15 @@ class DataConfig:
     valid: str | None = None
     test: str | None = None  # a test set likewise: the test split (`nmt eval --split test`) is this file
     drop_overlap: bool = True  # drop training pairs whose source is also in data.valid or data.test
+    # Cleaning the training split (nmt/data/cleaning, docs/data.md): each rule drops the pairs it names,
+    # `nmt prepare` says how many and keeps them in the prepared folder's dropped.tsv; false or 0 takes it off.
+    drop_empty: bool = True  # a side with no letter or digit
+    drop_junk: bool = True  # markup tags or entities, mojibake, a side that is a bare web address
+    drop_copies: bool = True  # a target that repeats its source (case, spaces and punctuation aside)
+    drop_language: float = 0.01  # a side whose language py3langid gives a probability below this
+    drop_ratio: float = 3.0  # a pair whose length ratio (characters) is this many times off the corpus's mean
+    drop_duplicates: bool = True  # the same pair again (case, spaces and punctuation aside): the first kept
+    drop_max_share: float = 0.5  # more than this share of the training pairs dropped: an error, not a run
     # subword: numbers become placeholders the model moves and the translator restores exactly, in the
     # target's conventions (nmt/data/protected_numbers.py)
     protect: bool = True
@@ -161,6 +170,12 @@ class DataConfig:
         if self.num_pairs is not None:
             _positive("data", num_pairs=self.num_pairs)
         _at_least("data", 2, max_len=self.max_len)
+        if not 0 <= self.drop_language < 1:
+            raise ConfigError(f"data.drop_language must be a probability from 0 (off) to below 1 (got {self.drop_language})")
+        if self.drop_ratio and self.drop_ratio <= 1:
+            raise ConfigError(f"data.drop_ratio must be 0 (off) or more than 1 (got {self.drop_ratio})")
+        if not 0 < self.drop_max_share <= 1:
+            raise ConfigError(f"data.drop_max_share must be a share above 0, at most 1 (got {self.drop_max_share})")
         for key in ("src_lang", "tgt_lang"):
             if not LANGUAGE_CODE.fullmatch(getattr(self, key)):
                 raise ConfigError(f"data.{key} must be a language code such as en, fr or pt-BR "
@@ -425,7 +440,9 @@ def _without_removed(raw: dict[str, Any]) -> dict[str, Any]:
 
 # The defaults before they became configs/default.yaml's: a saved run whose config lacks one of
 # these keys (it was saved before the key existed) trained with this value.
-_SAVED_BEFORE = {"data": {"tokenizer": "word", "subword_type": "unigram", "split_digits": False, "protect": False},
+_SAVED_BEFORE = {"data": {"tokenizer": "word", "subword_type": "unigram", "split_digits": False, "protect": False,
+                          "drop_empty": False, "drop_junk": False, "drop_copies": False, "drop_language": 0.0,
+                          "drop_ratio": 0.0, "drop_duplicates": False},
                  "model": {"bidirectional": False, "tie_embeddings": False, "decoder": "stepwise"},
                  "train": {"lr_schedule": "constant", "max_minutes": 0.0, "eval_every": 0, "patience": 0}}
 

@@ -228,6 +228,7 @@ class Pair:
     tgt: list[str]
     src_text: str = ""  # the corpus's own text, cased and untokenized
     tgt_text: str = ""
+    line: int = 0  # its line in the corpus (0: a given dev or test set's)
 
     @property
     def raw(self) -> tuple[str, str]:
@@ -279,7 +280,7 @@ def directed(first: str, second: str, cfg: DataConfig) -> tuple[str, str]:
     return (second, first) if cfg.reverse else (first, second)
 
 
-def split_pair(first: str | None, second: str | None, cfg: DataConfig) -> tuple[str, Pair] | None:
+def split_pair(first: str | None, second: str | None, cfg: DataConfig, line: int = 0) -> tuple[str, Pair] | None:
     """The split a corpus line belongs to and its pair, in the direction `cfg` gives; None for a
     line without a tab (no second side) or with an empty side."""
     if first is None or second is None:
@@ -289,7 +290,7 @@ def split_pair(first: str | None, second: str | None, cfg: DataConfig) -> tuple[
     src, tgt = src_key.split(), TOKENIZER.tokenize(tgt_text)
     if not src or not tgt:
         return None
-    return split_of(src_key), Pair(src, tgt, src_text.strip(), tgt_text.strip())
+    return split_of(src_key), Pair(src, tgt, src_text.strip(), tgt_text.strip(), line)
 
 
 class SplitCounter:
@@ -299,7 +300,7 @@ class SplitCounter:
         self.path, self.pairs, self.skipped, self.first_no_tab = path, 0, 0, None
 
     def usable(self, number: int, first: str | None, second: str | None, cfg: DataConfig) -> tuple[str, Pair] | None:
-        found = split_pair(first, second, cfg)
+        found = split_pair(first, second, cfg, number)
         self.tally(number, first is not None and second is not None, found is not None)
         return found
 

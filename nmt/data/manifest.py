@@ -14,14 +14,15 @@ from nmt.config import DataConfig
 from nmt.data.corpus import HELD_OUT_MAX, held_out_files, language_files
 from nmt.data.vocab import Vocab
 
-FORMAT = 3  # raise when the files or their meaning change: older folders are then rebuilt (3: cased_words.tsv)
+FORMAT = 4  # raise when the files or their meaning change: older folders are then rebuilt (4: cleaning)
 MANIFEST = "manifest.json"
 # The data config keys that shape the prepared files (not max_len: pairs are filtered when read).
 SHAPING = ("src_lang", "tgt_lang", "reverse", "num_pairs", "min_freq", "tokenizer", "vocab_size", "subword_type",
-           "split_digits", "subword_sample")
+           "split_digits", "subword_sample", "drop_empty", "drop_junk", "drop_copies", "drop_language", "drop_ratio",
+           "drop_duplicates")
 # what makes the tokenizer and vocabularies (so a run started from another's must match it): the
-# shaping keys but the pair count, with data.protect's reserved placeholders
-VOCABULARY_KEYS = tuple(key for key in SHAPING if key != "num_pairs") + ("protect",)
+# shaping keys but the pair count and the cleaning rules, with data.protect's reserved placeholders
+VOCABULARY_KEYS = tuple(key for key in SHAPING if key != "num_pairs" and not key.startswith("drop_")) + ("protect",)
 
 
 def shaping_config(cfg: DataConfig) -> dict[str, Any]:

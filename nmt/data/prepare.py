@@ -94,7 +94,7 @@ def prepare(corpus: Path, cfg: DataConfig, folder: Path, vocabularies: tuple[Tok
     try:
         corpus_print = fingerprint(corpus, cfg)
         held_out_prints = {split: fingerprint(path, cfg) for split, path in held_out_files(cfg).items()}
-        counts, src_words, tgt_words, cases, digests = split_corpus(corpus, cfg, tmp, quiet)
+        counts, src_words, tgt_words, cases, digests = split_corpus(corpus, cfg, tmp, quiet, folder)
         tokenizer, src_vocab, tgt_vocab = vocabularies or learn_vocabularies(cfg, tmp, src_words, tgt_words)
         tokenizer.save(tmp)
         src_vocab.save(tmp / "src_vocab.txt")

@@ -1,5 +1,7 @@
 """A prepare's streaming pass: the corpus read once, line by line, into each split's raw text
-stores, with the training split's word counts and the source's capitals.
+stores, with the training split's word counts and the source's capitals; the training pairs are
+cleaned on the way (`nmt.data.cleaning`: the pair rules where a pair is split, the rules that read
+the pairs before it where the stores are written).
 
 Splitting a line (the md5 rule) and counting its words is most of the pass's CPU; on a large
 corpus it runs in a pool of worker processes, a few chunks of lines ahead of the main process,
@@ -22,6 +24,8 @@ from typing import Any
 import numpy as np
 
 from nmt.config import DataConfig
+from nmt.data.cleaning.report import Report
+from nmt.data.cleaning.rules import InOrder, PairRules, pair_key
 from nmt.data.corpus import (HELD_OUT_MAX, Overlap, PairReader, SplitCounter, directed, held_out_files,
                              held_out_stride, split_pair, split_pairs, stays_held_out)
 from nmt.data.indexed import IndexedArray, IndexedWriter, closed
@@ -36,7 +40,9 @@ CHUNK_LINES = 20_000  # lines a worker splits at a time
 AHEAD = 4  # chunks in the workers' hands: enough to keep them busy, few enough that memory stays flat
 PARALLEL_FROM = 16_000_000  # bytes of corpus: below (about 200k pairs), one process is as fast
 
-Rows = list[tuple[str, str, str]]  # (split, source text, target text) of a chunk's pairs, in corpus order
+# (split, source text, target text, corpus line, the pair rule that drops it or None, its pair_key) of a
+# chunk's pairs, in corpus order
+Rows = list[tuple[str, str, str, int, str | None, int]]
 Chunk = tuple[Rows, Counter, Counter]  # its rows and its training pairs' source and target word counts
 
 
@@ -46,26 +52,37 @@ def worker_pool(initializer: Callable[..., None], initargs: tuple) -> Pool:
     return multiprocessing.get_context(method).Pool(os.cpu_count(), initializer, initargs)
 
 
-def split_corpus(corpus: Path, cfg: DataConfig, out: Path, quiet: bool
-                 ) -> tuple[dict[str, int], Counter, Counter, CaseCounts, dict[str, str]]:
-    """The streaming pass: each line to its split's text stores; the training split's word counts
-    (the source's: the rare-word subset's vocabulary; the target's: word vocabularies, and the frequent
-    words markup's alignment steps past) and the source's capitals (how a source in capitals is read).
-    Returns the counts of pairs, the word counts, the capitals and the sha256 of the stores."""
+def split_corpus(corpus: Path, cfg: DataConfig, out: Path, quiet: bool, shown: Path | None = None
+                 ) -> tuple[dict[str, Any], Counter, Counter, CaseCounts, dict[str, str]]:
+    """The streaming pass: each line to its split's text stores, a training pair only if cleaning
+    keeps it (the others to `out`'s dropped.tsv; `shown`: the folder the report names); the training
+    split's word counts (the source's: the rare-word subset's vocabulary; the target's: word
+    vocabularies, and the frequent words markup's alignment steps past) and the source's capitals
+    (how a source in capitals is read). Returns the counts of pairs (with those dropped, by rule), the
+    word counts, the capitals and the sha256 of the stores."""
     reader, counter, overlap = PairReader(corpus, cfg), SplitCounter(corpus), Overlap()
     writers = {(split, side): IndexedWriter(out / f"{split}.{side}.txt", np.uint8)
                for split in SPLITS for side in SIDES}
     src_words: Counter = Counter()
     tgt_words: Counter = Counter()
     cases = CaseCounts()
-    counts = dict.fromkeys(SPLITS, 0)
+    counts: dict[str, Any] = dict.fromkeys(SPLITS, 0)
+    in_order, report, removed = InOrder(cfg, reader.total_bytes), Report(out), (Counter(), Counter())
+    forward = DataConfig(src_lang=cfg.src_lang, tgt_lang=cfg.tgt_lang)  # the rows hold the model's direction
     # (a given dev or test set's overlap rule reads every pair's words in order: one process)
     parallel = not held_out_files(cfg) and (os.cpu_count() or 1) > 1 and reader.total_bytes >= PARALLEL_FROM
     chunks = _split_in_workers(reader, cfg, counter) if parallel else _split_here(reader, cfg, counter, overlap)
     with Meter(reader.total_bytes, f"prepare {corpus_name(corpus)}: reading", "B", quiet, unit_scale=True) as meter:
         read = 0
         for rows, src_counts, tgt_counts in chunks:
-            for split, src_text, tgt_text in rows:
+            kept = [row for row in rows if row[0] == "train" and row[4] is None]
+            late = iter(in_order.judge([(src_text, tgt_text, key) for _, src_text, tgt_text, _, _, key in kept]))
+            for split, src_text, tgt_text, line, rule, _ in rows:
+                if split == "train" and (rule := rule or next(late)):
+                    report.drop(rule, line, src_text, tgt_text)
+                    if rule in ("ratio", "duplicates"):  # (their words were counted where the pair was split)
+                        _count_words(src_text, tgt_text, forward, *removed)
+                    continue
                 counts[split] += 1
                 writers[split, "src"].add(src_text.encode("utf-8"))
                 writers[split, "tgt"].add(tgt_text.encode("utf-8"))
@@ -85,13 +102,16 @@ def split_corpus(corpus: Path, cfg: DataConfig, out: Path, quiet: bool
                     "training pair(s), %s", f"{len(overlap.sources):,}", f"{overlap.pairs:,}", action)
     for split in ("valid", "test"):
         if (stride := held_out_stride(split, counts[split], cfg)) > 1:
-            moved = thin_held_out(out, split, stride, writers, cfg, src_words, tgt_words)
+            moved = thin_held_out(out, split, stride, writers, cfg, src_words, tgt_words, report)
             logger.info("%s: %s of its %s pairs train (one source in %d stays held out: about %s pairs a split "
                         "at most)", split, f"{moved:,}", f"{counts[split]:,}", stride, f"{HELD_OUT_MAX:,}")
             counts[split] -= moved
             counts["train"] += moved
     digests = closed(writers.values())
     counter.finish(counts["train"])
+    counts["dropped"] = report.finish(counts["train"], cfg, shown or out)
+    src_words -= removed[0]
+    tgt_words -= removed[1]
     counts["skipped"] = counter.skipped
     counts["overlap"] = overlap.pairs
     return counts, src_words, tgt_words, cases, digests
@@ -102,9 +122,11 @@ def _split_here(reader: PairReader, cfg: DataConfig, counter: SplitCounter, over
     rows: Rows = []
     src_words: Counter = Counter()
     tgt_words: Counter = Counter()
+    rules = PairRules(cfg)
     for split, pair in split_pairs(reader, cfg, counter, overlap, cfg.num_pairs):
-        rows.append((split, *pair.raw))
-        if split == "train":
+        rule = rules.broken(*pair.raw) if split == "train" else None
+        rows.append((split, *pair.raw, pair.line, rule, pair_key(*pair.raw) if split == "train" and not rule else 0))
+        if split == "train" and not rule:
             src_words.update(pair.src)
             tgt_words.update(pair.tgt)
         if len(rows) == CHUNK_LINES:
@@ -128,13 +150,13 @@ def _split_in_workers(reader: PairReader, cfg: DataConfig, counter: SplitCounter
 
 def _tallied(chunk: list[tuple[int, str | None, str | None]], result: AsyncResult, cfg: DataConfig,
              counter: SplitCounter) -> Chunk:
-    splits, src_words, tgt_words = result.get()
+    judged, src_words, tgt_words = result.get()
     rows: Rows = []
-    for (number, first, second), split in zip(chunk, splits):
+    for (number, first, second), (split, rule, key) in zip(chunk, judged):
         counter.tally(number, first is not None, split is not None)
         if split is not None:
             src_text, tgt_text = directed(first, second, cfg)
-            rows.append((split, src_text.strip(), tgt_text.strip()))
+            rows.append((split, src_text.strip(), tgt_text.strip(), number, rule, key))
     return rows, src_words, tgt_words
 
 
@@ -142,27 +164,42 @@ _worker: dict[str, Any] = {}
 
 
 def _init_split_worker(cfg: DataConfig) -> None:
-    _worker["cfg"] = cfg
+    _worker.update(cfg=cfg, rules=PairRules(cfg))
 
 
-def _split_chunk(lines: list[tuple[str | None, str | None]]) -> tuple[list[str | None], Counter, Counter]:
-    """Each line's split (None: no pair) and the word counts of the chunk's training pairs."""
-    splits: list[str | None] = []
+def _split_chunk(lines: list[tuple[str | None, str | None]]
+                 ) -> tuple[list[tuple[str | None, str | None, int]], Counter, Counter]:
+    """Each line's split (None: no pair), the pair rule that drops a training pair (or None) and its
+    pair_key; the word counts of the chunk's training pairs that the rules keep."""
+    judged: list[tuple[str | None, str | None, int]] = []
     src_words: Counter = Counter()
     tgt_words: Counter = Counter()
     for first, second in lines:
         found = split_pair(first, second, _worker["cfg"])
-        splits.append(found[0] if found else None)
-        if found and found[0] == "train":
-            src_words.update(found[1].src)
-            tgt_words.update(found[1].tgt)
-    return splits, src_words, tgt_words
+        if not found or found[0] != "train":
+            judged.append((found[0] if found else None, None, 0))
+            continue
+        pair = found[1]
+        rule = _worker["rules"].broken(*pair.raw)
+        judged.append(("train", rule, 0 if rule else pair_key(*pair.raw)))
+        if not rule:
+            src_words.update(pair.src)
+            tgt_words.update(pair.tgt)
+    return judged, src_words, tgt_words
+
+
+def _count_words(src_text: str, tgt_text: str, forward: DataConfig, src_words: Counter, tgt_words: Counter) -> None:
+    """Add a (source, target) pair's words, as the split counts them, to the counters."""
+    if found := split_pair(src_text, tgt_text, forward):
+        src_words.update(found[1].src)
+        tgt_words.update(found[1].tgt)
 
 
 def thin_held_out(out: Path, split: str, stride: int, writers: dict[tuple[str, str], IndexedWriter], cfg: DataConfig,
-                  src_words: Counter, tgt_words: Counter) -> int:
+                  src_words: Counter, tgt_words: Counter, report: Report) -> int:
     """Keep every `stride`-th source of a large held-out split (`stays_held_out`); the other pairs
-    join the training split's stores and word counts. Returns how many moved."""
+    join the training split's stores and word counts, where the pair rules keep them (those they
+    drop go to the report). Returns how many moved."""
     stores = {}
     for side in SIDES:
         writers[split, side].close()
@@ -171,10 +208,13 @@ def thin_held_out(out: Path, split: str, stride: int, writers: dict[tuple[str, s
         stores[side] = IndexedArray(out / f"{split}.{side}.all")
         writers[split, side] = IndexedWriter(out / f"{split}.{side}.txt", np.uint8)
     forward = DataConfig(src_lang=cfg.src_lang, tgt_lang=cfg.tgt_lang)  # the stores hold the model's direction
-    moved = 0
+    rules, moved = PairRules(cfg), 0
     for i in range(len(stores["src"])):
         src_text, tgt_text = stores["src"].text(i), stores["tgt"].text(i)
         to = split if stays_held_out(src_text, stride) else "train"
+        if to == "train" and (rule := rules.broken(src_text, tgt_text)):
+            report.drop(rule, None, src_text, tgt_text)
+            continue
         writers[to, "src"].add(src_text.encode("utf-8"))
         writers[to, "tgt"].add(tgt_text.encode("utf-8"))
         if to == "train":

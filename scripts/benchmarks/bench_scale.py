@@ -7,7 +7,8 @@ fra-eng.
 36M pairs need about 12 GB of free disk under the temporary folder (the corpus and its prepared
 copy) and about an hour on two cores.
 
-Each corpus is fra-eng's pairs repeated, each copy in its own seeded order, written as a
+Each corpus is fra-eng's pairs repeated, each copy in its own seeded order and marked by its number
+(a pair repeated word for word is a duplicate that cleaning drops), written as a
 tab-separated file under a temporary folder that is deleted at the end (never commit one).
 For each size it runs, as separate processes with `configs/default.yaml`:
 - `nmt prepare` (cold): wall time, pairs/s, the prepared folder's size, peak RSS;
@@ -42,14 +43,17 @@ STEP_LINE = re.compile(r"^step (\d+) \|")
 
 
 def synthesize(lines: list[str], pairs: int, path: Path) -> None:
-    """`pairs` lines: the corpus repeated, every copy in its own seeded order."""
+    """`pairs` lines: the corpus repeated, every copy in its own seeded order, and after the first
+    each pair ending in its copy's number on both sides (a repeated pair is a duplicate that
+    cleaning drops: data.drop_duplicates)."""
     with open(path, "w", encoding="utf-8") as f:
         written, copy = 0, 0
         while written < pairs:
             order = list(range(len(lines)))
             random.Random(copy).shuffle(order)
             for i in order[: pairs - written]:
-                f.write(lines[i] + "\n")
+                src, tgt = lines[i].split("\t")[:2]
+                f.write(f"{src} {copy}\t{tgt} {copy}\n" if copy else f"{src}\t{tgt}\n")
             written += min(len(order), pairs - written)
             copy += 1
 

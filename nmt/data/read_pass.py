@@ -25,7 +25,7 @@ import numpy as np
 
 from nmt.config import DataConfig
 from nmt.data.cleaning.report import Report
-from nmt.data.cleaning.rules import InOrder, PairRules, pair_key
+from nmt.data.cleaning.rules import InOrder, LanguageSample, PairRules, pair_key
 from nmt.data.corpus import (HELD_OUT_MAX, Overlap, PairReader, SplitCounter, directed, held_out_files,
                              held_out_stride, split_pair, split_pairs, stays_held_out)
 from nmt.data.indexed import IndexedArray, IndexedWriter, closed
@@ -108,8 +108,8 @@ def split_corpus(corpus: Path, cfg: DataConfig, out: Path, quiet: bool, shown: P
             counts[split] -= moved
             counts["train"] += moved
     digests = closed(writers.values())
+    counts["dropped"] = report.finish(counts["train"], cfg, shown or out)  # (first: it says why nothing is left)
     counter.finish(counts["train"])
-    counts["dropped"] = report.finish(counts["train"], cfg, shown or out)
     src_words -= removed[0]
     tgt_words -= removed[1]
     counts["skipped"] = counter.skipped
@@ -122,9 +122,11 @@ def _split_here(reader: PairReader, cfg: DataConfig, counter: SplitCounter, over
     rows: Rows = []
     src_words: Counter = Counter()
     tgt_words: Counter = Counter()
-    rules = PairRules(cfg)
+    rules, sample = PairRules(cfg), LanguageSample(bool(cfg.drop_language))
     for split, pair in split_pairs(reader, cfg, counter, overlap, cfg.num_pairs):
-        rule = rules.broken(*pair.raw) if split == "train" else None
+        rule = rules.broken(*pair.raw, sample.judges(pair.line)) if split == "train" else None
+        if split == "train" and pair.line <= sample.size:
+            sample.count(rule)
         rows.append((split, *pair.raw, pair.line, rule, pair_key(*pair.raw) if split == "train" and not rule else 0))
         if split == "train" and not rule:
             src_words.update(pair.src)
@@ -139,21 +141,29 @@ def _split_in_workers(reader: PairReader, cfg: DataConfig, counter: SplitCounter
     """The same chunks, split and counted by a pool of workers, AHEAD chunks ahead of the reader."""
     lines = itertools.islice(reader, cfg.num_pairs or None)
     pending: deque[tuple[list, AsyncResult]] = deque()
+    sample = LanguageSample(bool(cfg.drop_language))
     with worker_pool(_init_split_worker, (cfg,)) as pool:
         while chunk := list(itertools.islice(lines, CHUNK_LINES)):
-            pending.append((chunk, pool.apply_async(_split_chunk, ([(first, second) for _, first, second in chunk],))))
+            if chunk[-1][0] > sample.size and not sample.decided:  # the sample's pairs all judged first
+                while pending:
+                    yield _tallied(*pending.popleft(), cfg, counter, sample)
+            judges = [sample.judges(number) for number, _, _ in chunk]
+            pending.append((chunk, pool.apply_async(_split_chunk, ([(first, second) for _, first, second in chunk],
+                                                                    judges))))
             if len(pending) > AHEAD:
-                yield _tallied(*pending.popleft(), cfg, counter)
+                yield _tallied(*pending.popleft(), cfg, counter, sample)
         while pending:
-            yield _tallied(*pending.popleft(), cfg, counter)
+            yield _tallied(*pending.popleft(), cfg, counter, sample)
 
 
 def _tallied(chunk: list[tuple[int, str | None, str | None]], result: AsyncResult, cfg: DataConfig,
-             counter: SplitCounter) -> Chunk:
+             counter: SplitCounter, sample: LanguageSample) -> Chunk:
     judged, src_words, tgt_words = result.get()
     rows: Rows = []
     for (number, first, second), (split, rule, key) in zip(chunk, judged):
         counter.tally(number, first is not None, split is not None)
+        if split == "train" and number <= sample.size:
+            sample.count(rule)
         if split is not None:
             src_text, tgt_text = directed(first, second, cfg)
             rows.append((split, src_text.strip(), tgt_text.strip(), number, rule, key))
@@ -167,20 +177,21 @@ def _init_split_worker(cfg: DataConfig) -> None:
     _worker.update(cfg=cfg, rules=PairRules(cfg))
 
 
-def _split_chunk(lines: list[tuple[str | None, str | None]]
+def _split_chunk(lines: list[tuple[str | None, str | None]], judges: list[bool]
                  ) -> tuple[list[tuple[str | None, str | None, int]], Counter, Counter]:
-    """Each line's split (None: no pair), the pair rule that drops a training pair (or None) and its
-    pair_key; the word counts of the chunk's training pairs that the rules keep."""
+    """Each line's split (None: no pair), the pair rule that drops a training pair (or None: the
+    language rule where `judges` says) and its pair_key; the word counts of the chunk's training
+    pairs that the rules keep."""
     judged: list[tuple[str | None, str | None, int]] = []
     src_words: Counter = Counter()
     tgt_words: Counter = Counter()
-    for first, second in lines:
+    for (first, second), language in zip(lines, judges):
         found = split_pair(first, second, _worker["cfg"])
         if not found or found[0] != "train":
             judged.append((found[0] if found else None, None, 0))
             continue
         pair = found[1]
-        rule = _worker["rules"].broken(*pair.raw)
+        rule = _worker["rules"].broken(*pair.raw, language)
         judged.append(("train", rule, 0 if rule else pair_key(*pair.raw)))
         if not rule:
             src_words.update(pair.src)

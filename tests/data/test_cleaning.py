@@ -112,20 +112,31 @@ def test_a_prepare_drops_the_noise_of_the_training_split_and_says_what_went(tmp_
         assert (folder / f"{split}.src.txt.bin").read_bytes() == (clean / f"{split}.src.txt.bin").read_bytes()
 
 
-def test_workers_clean_as_one_process_does(tmp_path, monkeypatch):
+@pytest.mark.parametrize("german_after", [False, True])
+def test_workers_clean_as_one_process_does(tmp_path, monkeypatch, caplog, german_after):
+    """Including the language rule's sample: judged on the first lines, then on the rest only where it
+    dropped enough there (German pairs after a clean start are left; among the first, the rule goes on)."""
     from nmt.data import read_pass
+    from nmt.data.cleaning import rules
 
-    path, _ = _noisy(tmp_path, NOISE * 3)
+    german = [line for line in NOISE if "Abend" in line]
+    lines = toy_lines()
+    lines[500 if german_after else 10:0] = german * 3
+    path = tmp_path / "noisy.tsv"
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
     monkeypatch.setattr(read_pass, "CHUNK_LINES", 50)
+    monkeypatch.setattr(rules, "LANGUAGE_SAMPLE", 300)
     passes = {}
     for parallel in (False, True):
         monkeypatch.setattr(read_pass, "PARALLEL_FROM", 0 if parallel else float("inf"))
         out = tmp_path / f"parallel-{parallel}"
         out.mkdir()
-        counts, src_words, *_ = read_pass.split_corpus(path, DataConfig(), out, quiet=True)
+        with caplog.at_level(logging.INFO):
+            counts, src_words, *_ = read_pass.split_corpus(path, DataConfig(drop_duplicates=False), out, quiet=True)
         passes[parallel] = counts, src_words, (out / "dropped.tsv").read_text(encoding="utf-8")
     assert passes[True] == passes[False]
-    assert sum(passes[True][0]["dropped"].values()) >= len(NOISE) * 2
+    assert passes[True][0]["dropped"]["language"] == (0 if german_after else 3)
+    assert ("leaves the rest of the corpus alone" in caplog.text) == german_after
 
 
 def test_a_corpus_mostly_noise_is_one_line_and_a_non_zero_exit(tmp_path):

@@ -17,6 +17,7 @@ The first four read a pair alone, so the prepare's worker processes judge them; 
 from __future__ import annotations
 
 import hashlib
+import logging
 import math
 import re
 
@@ -25,12 +26,19 @@ import numpy as np
 from nmt.config import DataConfig
 from nmt.errors import DataError
 
+logger = logging.getLogger(__name__)
+
 RULES = ("empty", "junk", "copies", "language", "ratio", "duplicates")
 _WORD_CHARACTER = re.compile(r"[^\W_]")
 _NOT_WORD = re.compile(r"[\W_]+")
 _MARKUP = re.compile(r"</?[A-Za-z][A-Za-z0-9]*(?:\s[^<>]*)?/?>|&(?:#\d+|#x[0-9A-Fa-f]+|[A-Za-z]+);")
 _ADDRESS = re.compile(r"(?:[a-z][a-z0-9+.-]*://|www\.)\S+", re.IGNORECASE)
 _SHORTEST_JUDGED = 12  # characters of the longer side: below, a ratio says nothing ("Hi." / "Salut !")
+# Language identification is most of the pair rules' cost (about 30 s a million pairs on one core): the rule
+# judges the first LANGUAGE_SAMPLE lines of a corpus, and the rest only where it dropped at least
+# LANGUAGE_RARE of their training pairs (a corpus of millions that is clean in this respect is not read twice over).
+LANGUAGE_SAMPLE = 1_000_000
+LANGUAGE_RARE = 0.001
 
 
 def normalised(text: str) -> str:
@@ -73,8 +81,9 @@ class PairRules:
         self.cfg = cfg
         self.languages = Languages((cfg.source_lang, cfg.target_lang)) if cfg.drop_language else None
 
-    def broken(self, src: str, tgt: str) -> str | None:
-        """The name of the first rule that drops (src, tgt), or None."""
+    def broken(self, src: str, tgt: str, language: bool = True) -> str | None:
+        """The name of the first rule that drops (src, tgt), or None (`language`: whether the
+        language rule judges this pair: `LanguageSample.judges`)."""
         sides = (src, tgt)
         if self.cfg.drop_empty and not all(_WORD_CHARACTER.search(side) for side in sides):
             return "empty"
@@ -82,7 +91,7 @@ class PairRules:
             return "junk"
         if self.cfg.drop_copies and normalised(src) == normalised(tgt):
             return "copies"
-        if self.languages and any(self.languages.probability(side, i) < self.cfg.drop_language
+        if language and self.languages and any(self.languages.probability(side, i) < self.cfg.drop_language
                                   for i, side in enumerate(sides)):
             return "language"
         return None
@@ -90,7 +99,33 @@ class PairRules:
 
 def _junk(text: str) -> bool:
     from ftfy.badness import is_bad
-    return bool(_MARKUP.search(text) or _ADDRESS.fullmatch(text.strip()) or "\ufffd" in text or is_bad(text))
+    return bool(_MARKUP.search(text) or _ADDRESS.fullmatch(text.strip())
+                or not text.isascii() and ("\ufffd" in text or is_bad(text)))
+
+
+class LanguageSample:
+    """Whether the language rule judges the pair at a corpus line: the first LANGUAGE_SAMPLE lines,
+    then the rest only if it dropped at least LANGUAGE_RARE of their training pairs (decided once,
+    said in the log). Both the one-process pass and the workers' ask it, in the corpus's order."""
+
+    def __init__(self, on: bool):
+        self.on, self.decided, self.pairs, self.dropped = on, False, 0, 0
+        self.size = LANGUAGE_SAMPLE  # (a multiple of the prepare's chunk of lines, so the workers decide as one process)
+
+    def count(self, rule: str | None) -> None:
+        """One training pair of the sample judged: `rule` is what dropped it."""
+        self.pairs += 1
+        self.dropped += rule == "language"
+
+    def judges(self, line: int) -> bool:
+        if self.on and line > self.size and not self.decided:
+            self.decided, self.on = True, self.dropped >= LANGUAGE_RARE * self.pairs
+            logger.info("cleaning: the language rule dropped %s of the first %s lines' %s training pairs (%.2f%%): %s",
+                        f"{self.dropped:,}", f"{self.size:,}", f"{self.pairs:,}",
+                        100 * self.dropped / max(1, self.pairs),
+                        "it judges the rest of the corpus too" if self.on else
+                        f"under {100 * LANGUAGE_RARE:g}%, so it leaves the rest of the corpus alone")
+        return self.on
 
 
 class Ratio:

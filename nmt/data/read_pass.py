@@ -71,7 +71,9 @@ def split_corpus(corpus: Path, cfg: DataConfig, out: Path, quiet: bool, shown: P
     forward = DataConfig(src_lang=cfg.src_lang, tgt_lang=cfg.tgt_lang)  # the rows hold the model's direction
     # (a given dev or test set's overlap rule reads every pair's words in order: one process)
     parallel = not held_out_files(cfg) and (os.cpu_count() or 1) > 1 and reader.total_bytes >= PARALLEL_FROM
-    chunks = _split_in_workers(reader, cfg, counter) if parallel else _split_here(reader, cfg, counter, overlap)
+    sample = LanguageSample(bool(cfg.drop_language))
+    chunks = _split_in_workers(reader, cfg, counter, sample) if parallel else \
+        _split_here(reader, cfg, counter, overlap, sample)
     with Meter(reader.total_bytes, f"prepare {corpus_name(corpus)}: reading", "B", quiet, unit_scale=True) as meter:
         read = 0
         for rows, src_counts, tgt_counts in chunks:
@@ -102,7 +104,7 @@ def split_corpus(corpus: Path, cfg: DataConfig, out: Path, quiet: bool, shown: P
                     "training pair(s), %s", f"{len(overlap.sources):,}", f"{overlap.pairs:,}", action)
     for split in ("valid", "test"):
         if (stride := held_out_stride(split, counts[split], cfg)) > 1:
-            moved = thin_held_out(out, split, stride, writers, cfg, src_words, tgt_words, report)
+            moved = thin_held_out(out, split, stride, writers, cfg, src_words, tgt_words, report, sample.on)
             logger.info("%s: %s of its %s pairs train (one source in %d stays held out: about %s pairs a split "
                         "at most)", split, f"{moved:,}", f"{counts[split]:,}", stride, f"{HELD_OUT_MAX:,}")
             counts[split] -= moved
@@ -117,12 +119,13 @@ def split_corpus(corpus: Path, cfg: DataConfig, out: Path, quiet: bool, shown: P
     return counts, src_words, tgt_words, cases, digests
 
 
-def _split_here(reader: PairReader, cfg: DataConfig, counter: SplitCounter, overlap: Overlap) -> Iterator[Chunk]:
+def _split_here(reader: PairReader, cfg: DataConfig, counter: SplitCounter, overlap: Overlap,
+                sample: LanguageSample) -> Iterator[Chunk]:
     """The pairs in chunks, split and counted by this process (`split_pairs`' rule, held-out sets included)."""
     rows: Rows = []
     src_words: Counter = Counter()
     tgt_words: Counter = Counter()
-    rules, sample = PairRules(cfg), LanguageSample(bool(cfg.drop_language))
+    rules = PairRules(cfg)
     for split, pair in split_pairs(reader, cfg, counter, overlap, cfg.num_pairs):
         rule = rules.broken(*pair.raw, sample.judges(pair.line)) if split == "train" else None
         if split == "train" and pair.line <= sample.size:
@@ -137,11 +140,11 @@ def _split_here(reader: PairReader, cfg: DataConfig, counter: SplitCounter, over
     yield rows, src_words, tgt_words
 
 
-def _split_in_workers(reader: PairReader, cfg: DataConfig, counter: SplitCounter) -> Iterator[Chunk]:
+def _split_in_workers(reader: PairReader, cfg: DataConfig, counter: SplitCounter, sample: LanguageSample
+                      ) -> Iterator[Chunk]:
     """The same chunks, split and counted by a pool of workers, AHEAD chunks ahead of the reader."""
     lines = itertools.islice(reader, cfg.num_pairs or None)
     pending: deque[tuple[list, AsyncResult]] = deque()
-    sample = LanguageSample(bool(cfg.drop_language))
     with worker_pool(_init_split_worker, (cfg,)) as pool:
         while chunk := list(itertools.islice(lines, CHUNK_LINES)):
             if chunk[-1][0] > sample.size and not sample.decided:  # the sample's pairs all judged first
@@ -207,10 +210,10 @@ def _count_words(src_text: str, tgt_text: str, forward: DataConfig, src_words: C
 
 
 def thin_held_out(out: Path, split: str, stride: int, writers: dict[tuple[str, str], IndexedWriter], cfg: DataConfig,
-                  src_words: Counter, tgt_words: Counter, report: Report) -> int:
+                  src_words: Counter, tgt_words: Counter, report: Report, language: bool) -> int:
     """Keep every `stride`-th source of a large held-out split (`stays_held_out`); the other pairs
     join the training split's stores and word counts, where the pair rules keep them (those they
-    drop go to the report). Returns how many moved."""
+    drop go to the report; `language`: whether the language rule still judges). Returns how many moved."""
     stores = {}
     for side in SIDES:
         writers[split, side].close()
@@ -223,7 +226,7 @@ def thin_held_out(out: Path, split: str, stride: int, writers: dict[tuple[str, s
     for i in range(len(stores["src"])):
         src_text, tgt_text = stores["src"].text(i), stores["tgt"].text(i)
         to = split if stays_held_out(src_text, stride) else "train"
-        if to == "train" and (rule := rules.broken(src_text, tgt_text)):
+        if to == "train" and (rule := rules.broken(src_text, tgt_text, language)):
             report.drop(rule, None, src_text, tgt_text)
             continue
         writers[to, "src"].add(src_text.encode("utf-8"))

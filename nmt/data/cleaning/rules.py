@@ -7,7 +7,7 @@
 - `copies`: the target repeats the source (case, spaces and punctuation aside): left untranslated;
 - `language`: a side whose language py3langid gives a probability below `data.drop_language`;
 - `ratio`: a pair whose length ratio, in characters, lies further than `data.drop_ratio` times from
-  the corpus's own mean ratio (English to French: about 1.18);
+  the corpus's own mean ratio;
 - `duplicates` (in `nmt.data.cleaning.duplicates`): the same pair again, case, spaces and punctuation aside.
 
 The first four read a pair alone, so the prepare's worker processes judge them; `ratio` and
@@ -22,6 +22,7 @@ import math
 import re
 
 import numpy as np
+from ftfy.badness import is_bad
 
 from nmt.config import DataConfig
 from nmt.errors import DataError
@@ -34,9 +35,9 @@ _NOT_WORD = re.compile(r"[\W_]+")
 _MARKUP = re.compile(r"</?[A-Za-z][A-Za-z0-9]*(?:\s[^<>]*)?/?>|&(?:#\d+|#x[0-9A-Fa-f]+|[A-Za-z]+);")
 _ADDRESS = re.compile(r"(?:[a-z][a-z0-9+.-]*://|www\.)\S+", re.IGNORECASE)
 _SHORTEST_JUDGED = 12  # characters of the longer side: below, a ratio says nothing ("Hi." / "Salut !")
-# Language identification is most of the pair rules' cost (about 30 s a million pairs on one core): the rule
-# judges the first LANGUAGE_SAMPLE lines of a corpus, and the rest only where it dropped at least
-# LANGUAGE_RARE of their training pairs (a corpus of millions that is clean in this respect is not read twice over).
+# Language identification is most of the pair rules' cost (docs/data.md): the rule judges the first
+# LANGUAGE_SAMPLE lines of a corpus, and the rest only where it dropped at least LANGUAGE_RARE of their
+# training pairs, so that a corpus of millions without wrong-language pairs is not identified line by line.
 LANGUAGE_SAMPLE = 1_000_000
 LANGUAGE_RARE = 0.001
 
@@ -92,13 +93,12 @@ class PairRules:
         if self.cfg.drop_copies and normalised(src) == normalised(tgt):
             return "copies"
         if language and self.languages and any(self.languages.probability(side, i) < self.cfg.drop_language
-                                  for i, side in enumerate(sides)):
+                                               for i, side in enumerate(sides)):
             return "language"
         return None
 
 
 def _junk(text: str) -> bool:
-    from ftfy.badness import is_bad
     return bool(_MARKUP.search(text) or _ADDRESS.fullmatch(text.strip())
                 or not text.isascii() and ("\ufffd" in text or is_bad(text)))
 

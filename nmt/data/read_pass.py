@@ -26,7 +26,7 @@ import numpy as np
 from nmt.config import DataConfig
 from nmt.data.cleaning.report import Report
 from nmt.data.cleaning.rules import InOrder, LanguageSample, PairRules, pair_key
-from nmt.data.corpus import (HELD_OUT_MAX, Overlap, PairReader, SplitCounter, directed, held_out_files,
+from nmt.data.corpus import (HELD_OUT_MAX, Overlap, Pair, PairReader, SplitCounter, directed, held_out_files,
                              held_out_stride, split_pair, split_pairs, stays_held_out)
 from nmt.data.indexed import IndexedArray, IndexedWriter, closed
 from nmt.data.manifest import corpus_name
@@ -104,10 +104,10 @@ def split_corpus(corpus: Path, cfg: DataConfig, out: Path, quiet: bool, shown: P
                     "training pair(s), %s", f"{len(overlap.sources):,}", f"{overlap.pairs:,}", action)
     for split in ("valid", "test"):
         if (stride := held_out_stride(split, counts[split], cfg)) > 1:
-            moved = thin_held_out(out, split, stride, writers, cfg, src_words, tgt_words, report, sample.on)
+            moved, dropped = thin_held_out(out, split, stride, writers, cfg, src_words, tgt_words, report, sample.on)
             logger.info("%s: %s of its %s pairs train (one source in %d stays held out: about %s pairs a split "
                         "at most)", split, f"{moved:,}", f"{counts[split]:,}", stride, f"{HELD_OUT_MAX:,}")
-            counts[split] -= moved
+            counts[split] -= moved + dropped
             counts["train"] += moved
     digests = closed(writers.values())
     counts["dropped"] = report.finish(counts["train"], cfg, shown or out)  # (first: it says why nothing is left)
@@ -127,10 +127,10 @@ def _split_here(reader: PairReader, cfg: DataConfig, counter: SplitCounter, over
     tgt_words: Counter = Counter()
     rules = PairRules(cfg)
     for split, pair in split_pairs(reader, cfg, counter, overlap, cfg.num_pairs):
-        rule = rules.broken(*pair.raw, sample.judges(pair.line)) if split == "train" else None
-        if split == "train" and pair.line <= sample.size:
-            sample.count(rule)
-        rows.append((split, *pair.raw, pair.line, rule, pair_key(*pair.raw) if split == "train" and not rule else 0))
+        rule, key = _judged(rules, pair, sample.judges(pair.line)) if split == "train" else (None, 0)
+        if split == "train":
+            sample.count(pair.line, rule)
+        rows.append((split, *pair.raw, pair.line, rule, key))
         if split == "train" and not rule:
             src_words.update(pair.src)
             tgt_words.update(pair.tgt)
@@ -165,8 +165,8 @@ def _tallied(chunk: list[tuple[int, str | None, str | None]], result: AsyncResul
     rows: Rows = []
     for (number, first, second), (split, rule, key) in zip(chunk, judged):
         counter.tally(number, first is not None, split is not None)
-        if split == "train" and number <= sample.size:
-            sample.count(rule)
+        if split == "train":
+            sample.count(number, rule)
         if split is not None:
             src_text, tgt_text = directed(first, second, cfg)
             rows.append((split, src_text.strip(), tgt_text.strip(), number, rule, key))
@@ -194,12 +194,18 @@ def _split_chunk(lines: list[tuple[str | None, str | None]], judges: list[bool]
             judged.append((found[0] if found else None, None, 0))
             continue
         pair = found[1]
-        rule = _worker["rules"].broken(*pair.raw, language)
-        judged.append(("train", rule, 0 if rule else pair_key(*pair.raw)))
+        rule, key = _judged(_worker["rules"], pair, language)
+        judged.append(("train", rule, key))
         if not rule:
             src_words.update(pair.src)
             tgt_words.update(pair.tgt)
     return judged, src_words, tgt_words
+
+
+def _judged(rules: PairRules, pair: Pair, language: bool) -> tuple[str | None, int]:
+    """The pair rule that drops a training pair (None: none does) and, where none does, its pair_key."""
+    rule = rules.broken(*pair.raw, language)
+    return rule, 0 if rule else pair_key(*pair.raw)
 
 
 def _count_words(src_text: str, tgt_text: str, forward: DataConfig, src_words: Counter, tgt_words: Counter) -> None:
@@ -210,10 +216,11 @@ def _count_words(src_text: str, tgt_text: str, forward: DataConfig, src_words: C
 
 
 def thin_held_out(out: Path, split: str, stride: int, writers: dict[tuple[str, str], IndexedWriter], cfg: DataConfig,
-                  src_words: Counter, tgt_words: Counter, report: Report, language: bool) -> int:
+                  src_words: Counter, tgt_words: Counter, report: Report, language: bool) -> tuple[int, int]:
     """Keep every `stride`-th source of a large held-out split (`stays_held_out`); the other pairs
     join the training split's stores and word counts, where the pair rules keep them (those they
-    drop go to the report; `language`: whether the language rule still judges). Returns how many moved."""
+    drop go to the report; `language`: whether the language rule still judges). Returns how many moved
+    and how many the rules dropped."""
     stores = {}
     for side in SIDES:
         writers[split, side].close()
@@ -222,20 +229,19 @@ def thin_held_out(out: Path, split: str, stride: int, writers: dict[tuple[str, s
         stores[side] = IndexedArray(out / f"{split}.{side}.all")
         writers[split, side] = IndexedWriter(out / f"{split}.{side}.txt", np.uint8)
     forward = DataConfig(src_lang=cfg.src_lang, tgt_lang=cfg.tgt_lang)  # the stores hold the model's direction
-    rules, moved = PairRules(cfg), 0
+    rules, moved, dropped = PairRules(cfg), 0, 0
     for i in range(len(stores["src"])):
         src_text, tgt_text = stores["src"].text(i), stores["tgt"].text(i)
         to = split if stays_held_out(src_text, stride) else "train"
         if to == "train" and (rule := rules.broken(src_text, tgt_text, language)):
             report.drop(rule, None, src_text, tgt_text)
+            dropped += 1
             continue
         writers[to, "src"].add(src_text.encode("utf-8"))
         writers[to, "tgt"].add(tgt_text.encode("utf-8"))
         if to == "train":
             moved += 1
-            if found := split_pair(src_text, tgt_text, forward):
-                src_words.update(found[1].src)
-                tgt_words.update(found[1].tgt)
+            _count_words(src_text, tgt_text, forward, src_words, tgt_words)
     for path in out.glob(f"{split}.*.all.*"):
         path.unlink()
-    return moved
+    return moved, dropped

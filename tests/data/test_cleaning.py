@@ -169,3 +169,27 @@ def test_a_mistyped_rule_or_a_threshold_out_of_range_is_refused(tmp_path):
         DataConfig(drop_ratio=0.5)
     with pytest.raises(ConfigError, match="data.drop_language must be a probability"):
         DataConfig(drop_language=1.5)
+
+
+def test_held_out_pairs_moved_to_training_are_cleaned_and_every_split_counts_what_it_holds(tmp_path, monkeypatch):
+    """A large held-out split keeps about HELD_OUT_MAX pairs and the rest train: those the rules drop
+    go to dropped.tsv, and neither split counts them."""
+    from nmt.data import corpus as corpus_module
+    from nmt.data import manifest
+    from nmt.data.prepared_corpus import PreparedCorpus
+
+    copies = [f"We met {n} friends at the station today.\tWe met {n} friends at the station today." for n in range(300)]
+    held = [line for line in copies if split_of(TOKENIZER.preprocess(line.split("\t")[0])) != "train"]
+    assert held  # (copies whose source the md5 rule holds out)
+    path, _ = _noisy(tmp_path, copies)
+    for module in (corpus_module, manifest):
+        monkeypatch.setattr(module, "HELD_OUT_MAX", 2)
+    cfg = DataConfig(max_len=20, prepared_dir=str(tmp_path / "prepared"))
+    prepared = PreparedCorpus(ensure_prepared(path, cfg, quiet=True), cfg)
+    for split in ("train", "valid", "test"):
+        assert len(prepared.texts(split, "src")) == prepared.counts[split]
+    dropped = (prepared.folder / "dropped.tsv").read_text(encoding="utf-8")
+    still_held = {f"{prepared.texts(s, 'src').text(i)}\t{prepared.texts(s, 'tgt').text(i)}"
+                  for s in ("valid", "test") for i in range(prepared.counts[s])}
+    moved = [line for line in held if line not in still_held]
+    assert moved and all(f"copies\t\t{line}\n" in dropped for line in moved)  # (no corpus line: moved from a store)

@@ -112,10 +112,11 @@ class LanguageSample:
         self.on, self.decided, self.pairs, self.dropped = on, False, 0, 0
         self.size = LANGUAGE_SAMPLE  # (a multiple of the prepare's chunk of lines, so the workers decide as one process)
 
-    def count(self, rule: str | None) -> None:
-        """One training pair of the sample judged: `rule` is what dropped it."""
-        self.pairs += 1
-        self.dropped += rule == "language"
+    def count(self, line: int, rule: str | None) -> None:
+        """One training pair judged at a corpus line: `rule` is what dropped it (past the sample: not counted)."""
+        if line <= self.size:
+            self.pairs += 1
+            self.dropped += rule == "language"
 
     def judges(self, line: int) -> bool:
         if self.on and line > self.size and not self.decided:
